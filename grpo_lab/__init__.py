@@ -1,0 +1,33 @@
+"""GRPO Lab: the package behind the book.
+
+Chapters use one alias, ``import grpo_lab as gl``, and the public names live flat here.
+NumPy is the reference implementation; ``import grpo_lab`` never imports torch.
+
+Where each name is taught:
+
+==========================  ============================================
+``gl.group_advantages``     chapter 1, group-relative advantages
+``gl.show_source``          every chapter: shows the package's real code
+``gl.widgets``              sliders (ipywidgets) used by the chapters
+``gl.drills``               checkers for the implement-it drills
+==========================  ============================================
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .advantages import BASELINES, SCALES, group_advantages
+from .source import show_source
+
+__version__ = "0.1.0"
+
+__all__ = ["BASELINES", "SCALES", "group_advantages", "show_source", "drills", "widgets"]
+
+_LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'grpo_lab' has no attribute {name!r}")
