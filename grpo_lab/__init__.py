@@ -7,6 +7,7 @@ Where each name is taught:
 
 ==========================  ============================================
 ``gl.group_advantages``     chapter 1, group-relative advantages
+``gl.group_stats``          chapter 1, why G matters (noise of group statistics)
 ``gl.show_source``          every chapter: shows the package's real code
 ``gl.widgets``              sliders (ipywidgets) used by the chapters
 ``gl.drills``               checkers for the implement-it drills
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import importlib
 
+from . import group_stats
 from .advantages import BASELINES, SCALES, group_advantages
 from .source import show_source
 
 __version__ = "0.1.0"
 
-__all__ = ["BASELINES", "SCALES", "group_advantages", "show_source", "drills", "widgets"]
+__all__ = ["BASELINES", "SCALES", "group_advantages", "group_stats", "show_source", "drills",
+           "widgets"]
 
 _LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
 
