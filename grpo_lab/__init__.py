@@ -12,6 +12,7 @@ Where each name is taught:
 ``gl.estimator_grad_table``         chapter 3, what gradient a KL estimator gives as a loss term
 ``gl.gaussian_estimator_moments``   chapter 3, Schulman's bias/std table in closed form
 ``gl.log_softmax``                  chapter 3, a stable log-softmax for the small policies
+``gl.kl_regularised_policy``        chapter 3, where beta * KL (reverse or forward) leads
 ``gl.show_source``                  every chapter: shows the package's real code
 ``gl.widgets``                      sliders (ipywidgets) used by the chapters
 ``gl.drills``                       checkers for the implement-it drills
@@ -25,14 +26,14 @@ import importlib
 from .advantages import BASELINES, SCALES, group_advantages
 from .kl import kl_k1, kl_k2, kl_k3
 from .kl_theory import (estimator_grad_table, gaussian_estimator_moments, kl_categorical,
-                        kl_categorical_grad, log_softmax)
+                        kl_categorical_grad, kl_regularised_policy, log_softmax)
 from .source import show_source
 
 __version__ = "0.1.0"
 
 __all__ = ["BASELINES", "SCALES", "group_advantages", "kl_k1", "kl_k2", "kl_k3",
            "estimator_grad_table", "gaussian_estimator_moments", "kl_categorical",
-           "kl_categorical_grad", "log_softmax", "show_source", "drills", "widgets"]
+           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "show_source", "drills", "widgets"]
 
 _LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
 

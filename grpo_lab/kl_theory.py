@@ -25,6 +25,7 @@ __all__ = [
     "kl_categorical",
     "kl_categorical_grad",
     "estimator_grad_table",
+    "kl_regularised_policy",
     "DIRECTIONS",
 ]
 
@@ -70,16 +71,16 @@ def gaussian_estimator_moments(mu):
     }
 
 
-def _logits_pair(logits, ref_logits):
-    """Validate two 1-D logit vectors of one length V >= 2 and return them as float64."""
-    doc = " of logits, shape (V,)"
-    a, _ = as_float_array("logits", logits, ndim=1, shape_doc=doc)
-    b, _ = as_float_array("ref_logits", ref_logits, ndim=1, shape_doc=doc)
+def _logits_pair(logits, ref_logits, names=("logits", "ref_logits")):
+    """Validate two 1-D vectors of one length V >= 2 and return them as float64."""
+    doc = " of one value per token, shape (V,)"
+    a, _ = as_float_array(names[0], logits, ndim=1, shape_doc=doc)
+    b, _ = as_float_array(names[1], ref_logits, ndim=1, shape_doc=doc)
     if a.shape != b.shape:
-        raise ValueError(f"ref_logits: expected the shape of logits, {a.shape}, "
+        raise ValueError(f"{names[1]}: expected the shape of {names[0]}, {a.shape}, "
                          f"got shape {b.shape}")
     if a.size < 2:
-        raise ValueError(f"logits: expected V >= 2 tokens, got shape {a.shape}")
+        raise ValueError(f"{names[0]}: expected V >= 2 tokens, got shape {a.shape}")
     return a.astype(np.float64), b.astype(np.float64)
 
 
@@ -166,3 +167,47 @@ def estimator_grad_table(estimator, logits, ref_logits, *, h=1e-5):
     k_plus = np.asarray(estimator(plus, ref_logp), dtype=np.float64)     # (V_j, V_x)
     k_minus = np.asarray(estimator(minus, ref_logp), dtype=np.float64)   # (V_j, V_x)
     return (k_plus - k_minus) / (2 * h)
+
+
+def kl_regularised_policy(rewards, ref_logits, beta, *, direction="reverse"):
+    r"""The policy that a KL-regularised objective converges to, for one softmax over V tokens.
+
+    Maximises ``sum_x pi(x) r(x) - beta * KL`` over all distributions pi, exactly:
+
+    * ``direction="reverse"``, KL(pi || pi_ref): what a k1 penalty in the reward (PPO-RLHF)
+      or a k2 loss term optimises. The answer is the exponential tilt
+      ``pi(x) = pi_ref(x) e^{r(x)/beta} / Z``.
+    * ``direction="forward"``, KL(pi_ref || pi): what a k3 loss term (GRPO) optimises, since
+      its expected gradient is that of the forward KL. Setting the gradient to zero gives
+      ``pi(x) = beta pi_ref(x) / (lam - r(x))``, with ``lam > max r`` found by bisection so
+      that the probabilities sum to 1.
+
+    Args:
+        rewards: (V,) reward of each token. ref_logits: (V,) logits of pi_ref.
+        beta: the KL coefficient, > 0 (GRPO: 0.04 in DeepSeekMath; often 0.001 to 0.1).
+
+    Returns:
+        (V,) probabilities of the optimal policy, float64.
+
+    >>> kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 1.0).round(4)    # e / (e + 1)
+    array([0.7311, 0.2689])
+    >>> kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 1.0, direction="forward").round(4)
+    array([0.7071, 0.2929])
+    """
+    r, ref = _logits_pair(rewards, ref_logits, names=("rewards", "ref_logits"))
+    beta = check_real("beta", beta, minimum=0.0, allow_equal=False)
+    check_choice("direction", direction, DIRECTIONS)
+    ref_p = np.exp(log_softmax(ref))                        # (V,)
+    if direction == "reverse":
+        return np.exp(log_softmax(ref + r / beta))          # pi_ref e^{r/beta}, normalised
+    # sum_x beta ref_p / (lam - r) falls from +inf (lam -> max r) to 0 (lam -> inf): bisect.
+    r_max = r.max()
+    lo, hi = r_max, r_max + beta                            # at lam = max r + beta, sum <= 1
+    for _ in range(200):
+        lam = 0.5 * (lo + hi)
+        if lam == lo or lam == hi:
+            break
+        total = np.sum(beta * ref_p / (lam - r))
+        lo, hi = (lam, hi) if total > 1 else (lo, lam)
+    pi = beta * ref_p / (hi - r)
+    return pi / pi.sum()

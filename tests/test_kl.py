@@ -295,6 +295,28 @@ def test_grad_table_of_k1_is_the_score_function():
     np.testing.assert_allclose(J, np.eye(3) - p[:, None], atol=1e-9)    # [x == j] - pi_j
 
 
+@pytest.mark.parametrize("beta", [0.02, 0.04, 0.3, 1.0, 10.0])
+@pytest.mark.parametrize("direction", ["reverse", "forward"])
+def test_regularised_policy_is_a_stationary_point_of_its_objective(beta, direction):
+    # d/d logits [pi . r - beta KL] = pi * (r - pi . r) - beta * grad KL: zero at the optimum
+    rewards, ref_logits = softmax_pair(3)
+    pi = gl.kl_regularised_policy(rewards, ref_logits, beta, direction=direction)
+    assert pi.sum() == pytest.approx(1.0, abs=1e-14) and np.all(pi > 0)
+    logits = np.log(pi)
+    grad = pi * (rewards - pi @ rewards) - beta * gl.kl_categorical_grad(
+        logits, ref_logits, direction=direction)
+    np.testing.assert_allclose(grad, 0.0, atol=1e-12)
+
+
+def test_forward_kl_keeps_more_mass_on_what_the_reference_likes():
+    # reverse KL tilts by e^{r/beta} and starves low-reward tokens; forward keeps beta*ref/(lam-r)
+    rewards, ref_logits = np.array([1.0, 0.0, 0.0]), np.zeros(3)
+    rev = gl.kl_regularised_policy(rewards, ref_logits, 0.1)
+    fwd = gl.kl_regularised_policy(rewards, ref_logits, 0.1, direction="forward")
+    assert rev[1] == pytest.approx(1 / (np.exp(10) + 2), rel=1e-12)
+    assert fwd[1] > 50 * rev[1]
+
+
 # --- bad input ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fn", ESTIMATORS)
@@ -338,7 +360,7 @@ def test_bad_clamp_is_refused_with_a_message(fn, clamp, exc, message):
     (lambda: gl.estimator_grad_table(gl.kl_k3, [0.0, 1.0], [1.0, 0.0], h=0), ValueError,
      "h: expected a number > 0.0, got 0.0"),
     (lambda: gl.kl_categorical([[0.0, 1.0]], [[1.0, 0.0]]), ValueError,
-     "logits: expected a 1-D array of logits, shape (V,), got a 2-D float64 array"),
+     "logits: expected a 1-D array of one value per token, shape (V,), got a 2-D float64 array"),
     (lambda: gl.kl_categorical([0.0, 1.0], [1.0, 0.0, 2.0]), ValueError,
      "ref_logits: expected the shape of logits, (2,), got shape (3,)"),
     (lambda: gl.kl_categorical([0.0], [1.0]), ValueError,
@@ -348,6 +370,12 @@ def test_bad_clamp_is_refused_with_a_message(fn, clamp, exc, message):
     (lambda: gl.gaussian_estimator_moments(30.0), ValueError, "mu: expected |mu| <= 26.5"),
     (lambda: gl.gaussian_estimator_moments("1"), TypeError, "mu: expected a real number"),
     (lambda: gl.log_softmax("abc"), TypeError, "logits: expected a numeric array"),
+    (lambda: gl.kl_regularised_policy([[1.0, 0.0]], [0.0, 0.0], 0.1), ValueError,
+     "rewards: expected a 1-D array"),
+    (lambda: gl.kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 0.0), ValueError,
+     "beta: expected a number > 0.0, got 0.0"),
+    (lambda: gl.kl_regularised_policy([1.0, 0.0], [0.0], 0.1), ValueError,
+     "ref_logits: expected the shape of rewards, (2,), got shape (1,)"),
 ])
 def test_theory_helpers_refuse_bad_input(call, exc, message):
     with pytest.raises(exc, match=re.escape(message)):
