@@ -15,7 +15,9 @@ Where each name is taught:
 ``gl.kl_regularised_policy``        chapter 3, where beta * KL (reverse or forward) leads
 ``gl.show_source``                  every chapter: shows the package's real code
 ``gl.widgets``                      sliders (ipywidgets) used by the chapters
+``gl.widgets_kl``                   chapter 3's sliders: estimator distributions, beta
 ``gl.drills``                       checkers for the implement-it drills
+``gl.drills_kl``                    chapter 3's drill checkers
 ==================================  ==========================================================
 """
 
@@ -33,9 +35,10 @@ __version__ = "0.1.0"
 
 __all__ = ["BASELINES", "SCALES", "group_advantages", "kl_k1", "kl_k2", "kl_k3",
            "estimator_grad_table", "gaussian_estimator_moments", "kl_categorical",
-           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "show_source", "drills", "widgets"]
+           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "show_source", "drills", "widgets",
+           "drills_kl", "widgets_kl"]
 
-_LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
+_LAZY = ("drills", "widgets", "drills_kl", "widgets_kl")  # need matplotlib / ipywidgets: imported on first use
 
 
 def __getattr__(name):
