@@ -14,6 +14,12 @@ Where each name is taught:
 ``gl.gaussian_estimator_moments``   chapter 3, Schulman's bias/std table in closed form
 ``gl.log_softmax``                  chapter 3, a stable log-softmax for the small policies
 ``gl.kl_regularised_policy``        chapter 3, where beta * KL (reverse or forward) leads
+``gl.accuracy_reward``              chapter 5, rule-based verifier of the <answer> tag
+``gl.format_reward``                chapter 5, the R1 <think>/<answer> format
+``gl.overlong_penalty``             chapter 5, DAPO's soft overlong punishment
+``gl.weighted_sum``                 chapter 5, combining rewards by a weighted sum
+``gl.normalise_then_sum``           chapter 5, combining rewards after group normalisation
+``gl.rewards``                      chapter 5, the module (extract_answer, parse_number, ...)
 ``gl.show_source``                  every chapter: shows the package's real code
 ``gl.widgets``                      sliders (ipywidgets) used by the chapters
 ``gl.widgets_kl``                   chapter 3's sliders: estimator distributions, beta
@@ -26,18 +32,22 @@ from __future__ import annotations
 
 import importlib
 
-from . import group_stats
+from . import group_stats, rewards
 from .advantages import BASELINES, SCALES, group_advantages
 from .kl import kl_k1, kl_k2, kl_k3
 from .kl_theory import (estimator_grad_table, gaussian_estimator_moments, kl_categorical,
                         kl_categorical_grad, kl_regularised_policy, log_softmax)
+from .rewards import (accuracy_reward, format_reward, normalise_then_sum, overlong_penalty,
+                      weighted_sum)
 from .source import show_source
 
 __version__ = "0.1.0"
 
 __all__ = ["BASELINES", "SCALES", "group_advantages", "group_stats", "kl_k1", "kl_k2", "kl_k3",
            "estimator_grad_table", "gaussian_estimator_moments", "kl_categorical",
-           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "show_source",
+           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "rewards",
+           "accuracy_reward", "format_reward", "overlong_penalty", "weighted_sum",
+           "normalise_then_sum", "show_source",
            "drills", "widgets", "drills_kl", "widgets_kl"]
 
 _LAZY = ("drills", "widgets", "drills_kl", "widgets_kl")  # need matplotlib / ipywidgets: imported on first use
