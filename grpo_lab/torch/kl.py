@@ -1,0 +1,108 @@
+r"""Schulman's per-token KL estimators k1, k2, k3 on tensors (see :mod:`grpo_lab.kl`).
+
+Taught in chapter 3 (the NumPy reference). Same arguments, equations and numerics: worked in
+float64, k3 as ``expm1(r) - r`` with a Taylor series for ``|r| < 0.1``, an estimate that does
+not fit the output dtype refused unless ``clamp`` clips it. Differentiable in both inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .._checks import check_real
+from ..kl import _K3_SERIES_BELOW, _K3_SERIES_TERMS
+from ._checks import WORK, as_float_tensor, check_shape, describe, same_device
+
+__all__ = ["kl_k1", "kl_k2", "kl_k3"]
+
+_SHAPE_DOC = " of per-token log-probs, shape (..., T)"
+_LOG_MAX = math.log(torch.finfo(WORK).max)
+
+
+def _log_ratio(logp, ref_logp):
+    """Validate the pair; return ``(d, out_dtype)`` with d = logp - ref_logp in float64."""
+    a, a_dtype = as_float_tensor("logp", logp, shape_doc=_SHAPE_DOC)
+    b, b_dtype = as_float_tensor("ref_logp", ref_logp, shape_doc=_SHAPE_DOC)
+    if a.dim() == 0:
+        raise ValueError(
+            f"logp: expected a tensor with at least 1 dimension{_SHAPE_DOC}, got {describe(a)}")
+    check_shape("ref_logp", b, a.shape, " (the shape of logp; no broadcasting)")
+    same_device("logp", a, ref_logp=b)
+    return a.to(WORK) - b.to(WORK), torch.promote_types(a_dtype, b_dtype)
+
+
+def _finish(name, k, out_dtype, clamp):
+    """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite."""
+    if clamp is not None:
+        k = torch.clamp(k, -clamp, clamp)
+    out = k.to(out_dtype)
+    bad = ~torch.isfinite(out.detach())
+    if bool(bad.any()):
+        where = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise ValueError(
+            f"logp, ref_logp: expected a {name} estimate that fits in {out_dtype}, got "
+            f"{k.detach()[where].item():.4g} at index {where} (log-ratio logp - ref_logp too far "
+            f"from 0); pass clamp=... (verl clips k3 to 10) or log-probs in a wider dtype")
+    return out
+
+
+def _check_clamp(clamp):
+    return None if clamp is None else check_real("clamp", clamp, minimum=0.0, allow_equal=False)
+
+
+def kl_k1(logp, ref_logp, *, clamp=None):
+    r"""k1 = logp - ref_logp, per token (see :func:`grpo_lab.kl_k1`).
+
+    ==========  ========  =====================================================
+    Symbol      Shape     Meaning
+    ==========  ========  =====================================================
+    logp        (..., T)  log pi_theta(x_t) of the sampled tokens x_t ~ pi_theta
+    ref_logp    (..., T)  log pi_ref(x_t) of the same tokens, same device
+    clamp       scalar    None, or c > 0: clip each estimate to [-c, c]
+    return      (..., T)  per-token estimate, in the inputs' (promoted) float dtype
+    ==========  ========  =====================================================
+    """
+    clamp = _check_clamp(clamp)
+    d, out_dtype = _log_ratio(logp, ref_logp)
+    return _finish("k1", d, out_dtype, clamp)
+
+
+def kl_k2(logp, ref_logp, *, clamp=None):
+    r"""k2 = (logp - ref_logp)^2 / 2, per token (see :func:`grpo_lab.kl_k2`)."""
+    clamp = _check_clamp(clamp)
+    d, out_dtype = _log_ratio(logp, ref_logp)
+    return _finish("k2", 0.5 * d * d, out_dtype, clamp)
+
+
+def _k3_series(r: torch.Tensor) -> torch.Tensor:
+    """e^r - r - 1 = r^2/2! + r^3/3! + ... in Horner form, for small |r|."""
+    acc = torch.ones_like(r)
+    for n in range(_K3_SERIES_TERMS, 2, -1):          # 1 + r/3 (1 + r/4 (1 + ... (1 + r/13)))
+        acc = 1.0 + acc * r / n
+    return 0.5 * r * r * acc
+
+
+def kl_k3(logp, ref_logp, *, clamp=None):
+    r"""k3 = exp(r) - r - 1 with r = ref_logp - logp, per token (see :func:`grpo_lab.kl_k3`).
+
+    DeepSeekMath's per-token KL. Both branches of the ``where`` below are kept finite (the
+    series gets only small r, ``expm1`` a capped r) so that its gradient is never 0 * inf.
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> glt.kl_k3(torch.log(torch.tensor([0.5, 0.25])), torch.log(torch.tensor([0.25, 0.5])))
+    tensor([0.1931, 0.3069])
+    """
+    clamp = _check_clamp(clamp)
+    d, out_dtype = _log_ratio(logp, ref_logp)
+    r = -d                                              # (..., T) log(pi_ref / pi_theta)
+    # Past this r the estimate is beyond float64, or, with clamp=c, surely above c
+    # (e^r - r - 1 >= e^r / 2 once r >= 2.5): capping r there changes no result.
+    cap = _LOG_MAX + 1.0 if clamp is None else max(2.5, math.log(2.0 * clamp)) + 1.0
+    r = torch.clamp(r, max=cap)
+    small = r.abs() < _K3_SERIES_BELOW
+    series = _k3_series(torch.where(small, r, torch.zeros_like(r)))
+    direct = torch.expm1(torch.where(small, torch.ones_like(r), r))
+    direct = direct - torch.where(small, torch.ones_like(r), r)
+    return _finish("k3", torch.where(small, series, direct), out_dtype, clamp)
