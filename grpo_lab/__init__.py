@@ -7,6 +7,7 @@ Where each name is taught:
 
 ==========================  ============================================
 ``gl.group_advantages``     chapter 1, group-relative advantages
+``gl.gae``                  chapter 2, PPO's advantages from a critic (GAE-lambda)
 ``gl.show_source``          every chapter: shows the package's real code
 ``gl.widgets``              sliders (ipywidgets) used by the chapters
 ``gl.drills``               checkers for the implement-it drills
@@ -18,11 +19,12 @@ from __future__ import annotations
 import importlib
 
 from .advantages import BASELINES, SCALES, group_advantages
+from .gae import gae
 from .source import show_source
 
 __version__ = "0.1.0"
 
-__all__ = ["BASELINES", "SCALES", "group_advantages", "show_source", "drills", "widgets"]
+__all__ = ["BASELINES", "SCALES", "gae", "group_advantages", "show_source", "drills", "widgets"]
 
 _LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
 
