@@ -8,6 +8,7 @@ Where each name is taught:
 ==========================  ============================================
 ``gl.group_advantages``     chapter 1, group-relative advantages
 ``gl.gae``                  chapter 2, PPO's advantages from a critic (GAE-lambda)
+``gl.kl_k1/kl_k2/kl_k3``    chapter 3, per-token KL estimators
 ``gl.show_source``          every chapter: shows the package's real code
 ``gl.widgets``              sliders (ipywidgets) used by the chapters
 ``gl.drills``               checkers for the implement-it drills
@@ -20,11 +21,13 @@ import importlib
 
 from .advantages import BASELINES, SCALES, group_advantages
 from .gae import gae
+from .kl import kl_k1, kl_k2, kl_k3
 from .source import show_source
 
 __version__ = "0.1.0"
 
-__all__ = ["BASELINES", "SCALES", "gae", "group_advantages", "show_source", "drills", "widgets"]
+__all__ = ["BASELINES", "SCALES", "gae", "group_advantages", "kl_k1", "kl_k2", "kl_k3",
+           "show_source", "drills", "widgets"]
 
 _LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
 

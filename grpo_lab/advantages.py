@@ -126,7 +126,8 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
         adv = np.divide(dev_baseline, denom, out=np.zeros_like(dev_baseline),
                         where=denom > 0)
 
-    out = adv.astype(out_dtype)
+    with np.errstate(over="ignore"):              # checked on the next line
+        out = adv.astype(out_dtype)
     if not np.all(np.isfinite(out.astype(np.float64))):
         raise ValueError(
             f"rewards: the advantages do not fit in {out_dtype} (largest magnitude "
