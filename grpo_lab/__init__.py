@@ -5,14 +5,19 @@ NumPy is the reference implementation; ``import grpo_lab`` never imports torch.
 
 Where each name is taught:
 
-==========================  ============================================
-``gl.group_advantages``     chapter 1, group-relative advantages
-``gl.gae``                  chapter 2, PPO's advantages from a critic (GAE-lambda)
-``gl.kl_k1/kl_k2/kl_k3``    chapter 3, per-token KL estimators
-``gl.show_source``          every chapter: shows the package's real code
-``gl.widgets``              sliders (ipywidgets) used by the chapters
-``gl.drills``               checkers for the implement-it drills
-==========================  ============================================
+==============================  ==========================================================
+``gl.group_advantages``         chapter 1, group-relative advantages
+``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
+``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
+``gl.aggregation_weights``      chapter 2, each token's weight under grpo, dapo, dr_grpo
+``gl.aggregate_loss``           chapter 2, loss aggregation and its length bias
+``gl.sequence_ratio``           chapter 2, GSPO's sequence-level ratio
+``gl.grpo_loss``                chapter 2, the whole GRPO loss and its diagnostics
+``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
+``gl.show_source``              every chapter: shows the package's real code
+``gl.widgets``                  sliders (ipywidgets) used by the chapters
+``gl.drills``                   checkers for the implement-it drills
+==============================  ==========================================================
 """
 
 from __future__ import annotations
@@ -22,12 +27,16 @@ import importlib
 from .advantages import BASELINES, SCALES, group_advantages
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
+from .losses import (AGGREGATIONS, LEVELS, MAX_LOG_RATIO, aggregate_loss, aggregation_weights,
+                     clipped_surrogate_loss, grpo_loss, sequence_ratio)
 from .source import show_source
 
 __version__ = "0.1.0"
 
-__all__ = ["BASELINES", "SCALES", "gae", "group_advantages", "kl_k1", "kl_k2", "kl_k3",
-           "show_source", "drills", "widgets"]
+__all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
+           "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
+           "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source", "drills",
+           "widgets"]
 
 _LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
 
