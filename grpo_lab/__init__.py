@@ -7,6 +7,7 @@ Where each name is taught:
 
 ==============================  ==========================================================
 ``gl.group_advantages``         chapter 1, group-relative advantages
+``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
 ``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
 ``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
 ``gl.aggregation_weights``      chapter 2, each token's weight under grpo, dapo, dr_grpo
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 
+from . import group_stats
 from .advantages import BASELINES, SCALES, group_advantages
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
@@ -35,7 +37,8 @@ __version__ = "0.1.0"
 
 __all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
            "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
-           "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source", "drills",
+           "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source",
+           "drills",
            "widgets"]
 
 _LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
