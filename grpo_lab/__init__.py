@@ -29,8 +29,8 @@ from . import group_stats
 from .advantages import BASELINES, SCALES, group_advantages
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
-from .losses import (AGGREGATIONS, LEVELS, MAX_LOG_RATIO, aggregate_loss, aggregation_weights,
-                     clipped_surrogate_loss, grpo_loss, sequence_ratio)
+from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
+from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, sequence_ratio
 from .source import show_source
 
 __version__ = "0.1.0"

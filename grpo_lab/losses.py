@@ -7,8 +7,8 @@ The pieces, in the order the loss uses them:
 * :func:`clipped_surrogate_loss`: PPO's per-token clipped objective (Schulman et al. 2017),
   with DAPO's clip-higher (``eps_high > eps_low``) and the dual-clip bound (Ye et al. 2020);
 * :func:`sequence_ratio`: GSPO's length-normalised sequence-level ratio (Zheng et al. 2025);
-* :func:`aggregation_weights` and :func:`aggregate_loss`: how per-token losses become one
-  number, under TRL's ``loss_type`` names ``grpo``, ``bnpo``, ``dapo`` and ``dr_grpo``;
+* :func:`grpo_lab.aggregation.aggregate_loss` (its own module): how per-token losses become
+  one number, under TRL's ``loss_type`` names ``grpo``, ``bnpo``, ``dapo`` and ``dr_grpo``;
 * :func:`grpo_loss`: all of it together with the KL estimators of :mod:`grpo_lab.kl`.
 
 The probability ratio ``exp(logp - old_logp)`` is computed from a log-ratio clamped to
@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import (as_float_array, as_mask, cast_result, check_choice, check_int, check_real,
-                      check_shape, common_dtype, describe, working_dtype)
+from ._checks import (as_float_array, as_mask, cast_result, check_choice, check_real, check_shape,
+                      common_dtype, describe, working_dtype)
+from .aggregation import AGGREGATIONS, aggregation_weights, valid_lengths
 from .kl import kl_k1, kl_k2, kl_k3
 
-__all__ = ["AGGREGATIONS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO", "aggregate_loss",
-           "aggregation_weights", "clipped_surrogate_loss", "grpo_loss", "sequence_ratio"]
+__all__ = ["KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO", "clipped_surrogate_loss", "grpo_loss",
+           "sequence_ratio"]
 
 #: Largest |logp - old_logp| used in a ratio: e^20 is 4.9e8, far outside any clip range.
 MAX_LOG_RATIO = 20.0
-
-#: TRL's ``loss_type`` names. ``bnpo`` and ``dapo`` are the same on one process (see below).
-AGGREGATIONS = ("grpo", "bnpo", "dapo", "dr_grpo")
 
 #: The per-token KL estimators ``grpo_loss(kl=...)`` can use (chapter 3).
 KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
@@ -169,24 +167,12 @@ def clipped_surrogate_loss(logp, old_logp, adv, *, eps_low=0.2, eps_high=None, d
 
 # --- GSPO's sequence-level ratio ------------------------------------------------------------
 
-def _valid_lengths(m: np.ndarray) -> np.ndarray:
-    """Valid tokens per sequence, (N,); a sequence with none is an error (it would be 0/0)."""
-    lengths = m.sum(axis=-1)                                       # (N,)
-    if np.any(lengths == 0):
-        row = int(np.flatnonzero(lengths == 0)[0])
-        raise ValueError(
-            f"mask: expected at least one valid token in every sequence (row), got none in row "
-            f"{row} ({int((lengths == 0).sum())} empty row(s) in all): an empty completion "
-            f"has no mean, and is almost always a masking bug")
-    return lengths
-
-
 def _mean_log_ratio(lp, old, m, work):
     """Each sequence's mean log-ratio over its valid tokens, (N,), clamped."""
     with np.errstate(over="ignore"):
         d = lp.astype(work) - old.astype(work)                     # (N, T)
     d = np.where(m, d, 0.0)                                        # padding contributes nothing
-    mean = d.sum(axis=-1) / _valid_lengths(m)                      # (N,)
+    mean = d.sum(axis=-1) / valid_lengths(m)                       # (N,)
     return np.clip(mean, -MAX_LOG_RATIO, MAX_LOG_RATIO)
 
 
@@ -228,103 +214,6 @@ def sequence_ratio(logp, old_logp, mask):
     work = working_dtype(dtype)
     s = np.exp(_mean_log_ratio(lp, old, m, work))                  # (N,)
     return cast_result("logp, old_logp", "sequence ratios", s, dtype)
-
-
-# --- aggregation: per-token losses -> one number ----------------------------------------------
-
-def aggregation_weights(mask, mode, *, max_len=None):
-    r"""The weight each token's loss gets in :func:`aggregate_loss`, as an (N, T) array.
-
-    Every aggregation is a weighted sum :math:`\sum_{i,t} w_{i,t}\, \ell_{i,t}`; the modes
-    differ only in the weights, and so in how much a token of a short or a long completion
-    counts. With :math:`m_{i,t}` the mask, :math:`L_i = \sum_t m_{i,t}` and N sequences:
-
-    ===========  ====================================  ========================================
-    mode         :math:`w_{i,t}` (for a valid token)   who uses it
-    ===========  ====================================  ========================================
-    ``grpo``     :math:`1 / (N L_i)`                   DeepSeekMath eq. 3: mean over each
-                                                       sequence, then over sequences
-    ``bnpo``     :math:`1 / \sum_j L_j`                TRL: every token of the batch equal
-    ``dapo``     :math:`1 / \sum_j L_j`                DAPO (Yu et al. 2025, eq. 8); in TRL the
-                                                       count is over all processes
-    ``dr_grpo``  :math:`1 / (N \cdot \text{max\_len})`  Dr. GRPO (Liu et al. 2025): a constant
-    ===========  ====================================  ========================================
-
-    Under ``grpo`` a token of a 10-token answer weighs 10 times one of a 100-token answer, so
-    a wrong long answer is punished less per token, and length drifts upwards (Dr. GRPO's
-    length bias). ``dapo`` and ``dr_grpo`` weigh every token the same within a batch;
-    ``dr_grpo`` also keeps the same scale across batches.
-
-    ``max_len`` (``dr_grpo`` only) is TRL's ``max_completion_length``; it defaults to T, the
-    padded length, and must be at least T. Padded tokens get weight 0.
-
-    >>> import grpo_lab as gl
-    >>> gl.aggregation_weights([[1, 1, 0, 0], [1, 1, 1, 1]], "grpo")   # short answer: 1/4 a token
-    array([[0.25 , 0.25 , 0.   , 0.   ],
-           [0.125, 0.125, 0.125, 0.125]])
-    >>> gl.aggregation_weights([[1, 1, 0, 0], [1, 1, 1, 1]], "dapo").round(4)  # 1/6 each
-    array([[0.1667, 0.1667, 0.    , 0.    ],
-           [0.1667, 0.1667, 0.1667, 0.1667]])
-    >>> gl.aggregation_weights([[1, 1, 0, 0], [1, 1, 1, 1]], "dr_grpo")  # 1/(2*4) each
-    array([[0.125, 0.125, 0.   , 0.   ],
-           [0.125, 0.125, 0.125, 0.125]])
-    """
-    m = as_mask("mask", mask, np.shape(mask) if mask is not None else ())
-    if m.ndim != 2:
-        raise ValueError(f"mask: expected a 2-D (N, T) array of 0/1 or bools, got {describe(m)}")
-    mode = check_choice("mode", mode, AGGREGATIONS)
-    N, T = m.shape
-    if max_len is not None and mode != "dr_grpo":
-        raise ValueError(f"max_len: expected None with mode {mode!r} (only 'dr_grpo' divides by "
-                         f"it), got {max_len!r}")
-    lengths = _valid_lengths(m)                                    # (N,)
-    if mode == "grpo":
-        per_token = 1.0 / (N * lengths[:, None])                   # (N, 1)
-    elif mode in ("bnpo", "dapo"):
-        per_token = 1.0 / lengths.sum()
-    else:  # dr_grpo
-        max_len = T if max_len is None else check_int(
-            "max_len", max_len, minimum=T, why=f" (at least T = {T}, the padded length)")
-        per_token = 1.0 / (N * max_len)
-    return np.where(m, per_token, 0.0)                             # (N, T)
-
-
-def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
-    r"""Reduce per-token losses to one scalar with TRL's ``loss_type`` rules.
-
-    .. math::
-
-        \text{grpo: } \frac1N \sum_i \frac{1}{L_i}\sum_t m_{i,t}\ell_{i,t} \qquad
-        \text{bnpo, dapo: } \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{\sum_{i,t} m_{i,t}} \qquad
-        \text{dr\_grpo: } \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{N \cdot \text{max\_len}}
-
-    ===============  ========  =====================================================
-    Symbol           Shape     Meaning
-    ===============  ========  =====================================================
-    per_token_loss   (N, T)    e.g. from :func:`clipped_surrogate_loss`
-    mask             (N, T)    1 for a completion's tokens, 0 for padding; every row
-                               needs a valid token
-    mode             str       ``"grpo"``, ``"bnpo"``, ``"dapo"`` or ``"dr_grpo"``
-    max_len          int       ``dr_grpo`` only: the constant divisor, default T
-    return           scalar    the loss, in the dtype of ``per_token_loss``
-    ===============  ========  =====================================================
-
-    The weights are those of :func:`aggregation_weights`; the sum runs in float64. Padded
-    positions must still hold finite numbers (they are multiplied by 0, and NaN * 0 is NaN).
-
-    Example: one 1-token answer with loss 1 and one 3-token answer with loss 0 per token.
-
-    >>> import grpo_lab as gl
-    >>> loss, mask = [[1.0, 0, 0], [0, 0, 0]], [[1, 0, 0], [1, 1, 1]]
-    >>> [float(gl.aggregate_loss(loss, mask, m)) for m in ("grpo", "dapo", "dr_grpo")]
-    [0.5, 0.25, 0.16666666666666666]
-    """
-    lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
-                               shape_doc=" of shape (N, T)")
-    m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)")
-    w = aggregation_weights(m, mode, max_len=max_len)              # (N, T)
-    total = (w * lt.astype(working_dtype(dtype))).sum()
-    return cast_result("per_token_loss", "aggregated loss", total, dtype)[()]
 
 
 # --- everything together --------------------------------------------------------------------
