@@ -14,6 +14,8 @@ Where each name is taught:
 ``gl.aggregate_loss``           chapter 2, loss aggregation and its length bias
 ``gl.sequence_ratio``           chapter 2, GSPO's sequence-level ratio
 ``gl.grpo_loss``                chapter 2, the whole GRPO loss and its diagnostics
+``gl.training_memory``         chapter 2, what PPO and GRPO hold in memory, in bytes
+``gl.hidden_string``           chapter 2, the PPO vs GRPO training comparison (a toy task)
 ``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
 ``gl.show_source``              every chapter: shows the package's real code
 ``gl.widgets``                  sliders (ipywidgets) used by the chapters
@@ -27,10 +29,11 @@ import importlib
 
 from . import group_stats
 from .advantages import BASELINES, SCALES, group_advantages
+from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
-from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, sequence_ratio
+from .memory import training_memory
 from .source import show_source
 
 __version__ = "0.1.0"
@@ -38,10 +41,11 @@ __version__ = "0.1.0"
 __all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
            "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
            "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source",
-           "drills",
-           "widgets"]
+           "training_memory", "drills", "hidden_string", "widgets"]
 
-_LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
+# drills, widgets: need matplotlib / ipywidgets; hidden_string: the training code. Imported on
+# first use, so that `import grpo_lab` stays light.
+_LAZY = ("drills", "hidden_string", "widgets")
 
 
 def __getattr__(name):
