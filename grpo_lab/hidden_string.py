@@ -33,8 +33,8 @@ from .advantages import group_advantages
 from .gae import gae
 from .losses import grpo_loss
 
-__all__ = ["Adam", "Critic", "Task", "TrainConfig", "METHODS", "policy_grad", "run",
-           "surrogate_grad_logp", "train"]
+__all__ = ["Adam", "Critic", "Task", "TrainConfig", "METHODS", "learning_curves_figure",
+           "policy_grad", "run", "surrogate_grad_logp", "train"]
 
 METHODS = ("ppo", "grpo")
 
@@ -308,3 +308,32 @@ def run(cfg: TrainConfig = TrainConfig(), seeds=range(5), *, trace_memory=True):
                        "seconds": np.array([h["seconds"] for h in runs]),
                        "state_bytes": runs[0]["state_bytes"], "peak_bytes": peak}
     return out
+
+
+def learning_curves_figure(results, *, fig=None):
+    """Expected reward against completions sampled, for each method: the mean over seeds
+    (line), one standard deviation (band) and each seed (thin lines)."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        fig = plt.figure(figsize=(7, 4))
+    fig.clear()
+    ax = fig.subplots()
+    colors = {"ppo": "#e1812c", "grpo": "#3b75af"}
+    for method, res in results.items():
+        x, R = res["samples"], res["reward"]                       # (I+1,), (seeds, I+1)
+        mean, sd = R.mean(axis=0), R.std(axis=0)
+        label = {"ppo": "PPO (critic + GAE)", "grpo": "GRPO (group baseline)"}[method]
+        ax.plot(x, mean, color=colors[method], lw=2, label=f"{label}, {len(R)} seeds")
+        ax.fill_between(x, mean - sd, mean + sd, color=colors[method], alpha=0.25)
+        for row in R:
+            ax.plot(x, row, color=colors[method], lw=0.5, alpha=0.5)
+    ax.set_xlabel("completions sampled (the same budget for both)")
+    ax.set_ylabel("expected reward (fraction of tokens right)")
+    ax.set_ylim(0, 1.02)
+    final = " vs ".join(f"{m.upper()} {r['reward'][:, -1].mean():.2f} ± {r['reward'][:, -1].std():.2f}"
+                        for m, r in results.items())
+    ax.set_title(f"Same sample budget; final reward {final}", fontsize=10)
+    ax.legend(loc="lower right", fontsize=9)
+    fig.tight_layout()
+    return fig
