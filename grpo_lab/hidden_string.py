@@ -286,27 +286,31 @@ def train(cfg: TrainConfig, seed: int = 0):
 def run(cfg: TrainConfig = TrainConfig(), seeds=range(5), *, trace_memory=True):
     """Train PPO and GRPO with the same ``cfg`` (and so the same sample budget) on ``seeds``.
 
-    Returns ``{method: {"reward": (n_seeds, iterations + 1), "samples": ..., "seconds":
-    (n_seeds,), "state_bytes": dict, "peak_bytes": int}}``; ``peak_bytes`` is the largest
-    memory traced by ``tracemalloc`` during one extra run of the first seed (None when
+    Returns ``{method: {"reward": (n_seeds, iterations + 1), "samples": ..., "clip_frac": ...,
+    "seconds": (n_seeds,), "state_bytes": dict, "peak_bytes": int}}``. The two methods
+    alternate seed by seed, so that a busy machine slows both alike; ``peak_bytes`` is the
+    largest memory traced by ``tracemalloc`` during one extra run of the first seed (None when
     ``trace_memory=False``), kept apart so that tracing does not slow the timed runs.
     """
     seeds = list(seeds)
+    configs = {method: replace(cfg, method=method) for method in METHODS}
+    runs = {method: [] for method in METHODS}
+    for seed in seeds:
+        for method in METHODS:
+            runs[method].append(train(configs[method], seed))
     out = {}
-    for method in METHODS:
-        c = replace(cfg, method=method)
-        runs = [train(c, seed) for seed in seeds]
+    for method, hist in runs.items():
         peak = None
         if trace_memory:
             tracemalloc.start()
-            train(c, seeds[0])
+            train(configs[method], seeds[0])
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-        out[method] = {"reward": np.stack([h["reward"] for h in runs]),
-                       "samples": runs[0]["samples"],
-                       "clip_frac": np.stack([h["clip_frac"] for h in runs]),
-                       "seconds": np.array([h["seconds"] for h in runs]),
-                       "state_bytes": runs[0]["state_bytes"], "peak_bytes": peak}
+        out[method] = {"reward": np.stack([h["reward"] for h in hist]),
+                       "samples": hist[0]["samples"],
+                       "clip_frac": np.stack([h["clip_frac"] for h in hist]),
+                       "seconds": np.array([h["seconds"] for h in hist]),
+                       "state_bytes": hist[0]["state_bytes"], "peak_bytes": peak}
     return out
 
 
