@@ -38,6 +38,9 @@ __all__ = ["Adam", "Critic", "Task", "TrainConfig", "METHODS", "learning_curves_
 
 METHODS = ("ppo", "grpo")
 
+#: Added to the batch std when PPO normalises its advantages (CleanRL's ``norm_adv``).
+ADV_NORM_EPS = 1e-8
+
 
 # --- the task and the tabular policy ----------------------------------------------------------
 
@@ -260,7 +263,7 @@ def train(cfg: TrainConfig, seed: int = 0):
             step_rewards[:, -1] = r                                       # reward at the end
             values = np.concatenate([critic.values(prompts, tokens), np.zeros((N, 1))], 1)
             adv, returns = gae(step_rewards, values, cfg.gamma, cfg.lam)  # (N, T) each
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)                 # CleanRL's norm_adv
+            adv = (adv - adv.mean()) / (adv.std() + ADV_NORM_EPS)         # CleanRL's norm_adv
 
         # 3. a few epochs of the clipped surrogate on this batch
         fracs = []
