@@ -35,10 +35,11 @@ __version__ = "0.1.0"
 
 __all__ = ["BASELINES", "SCALES", "group_advantages", "kl_k1", "kl_k2", "kl_k3",
            "estimator_grad_table", "gaussian_estimator_moments", "kl_categorical",
-           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "show_source", "drills", "widgets",
-           "drills_kl", "widgets_kl"]
+           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "show_source",
+           "drills", "widgets", "drills_kl", "widgets_kl"]
 
-_LAZY = ("drills", "widgets", "drills_kl", "widgets_kl")  # need matplotlib / ipywidgets: imported on first use
+# need matplotlib / ipywidgets: imported on first use
+_LAZY = ("drills", "widgets", "drills_kl", "widgets_kl")
 
 
 def __getattr__(name):

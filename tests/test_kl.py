@@ -347,7 +347,8 @@ def test_bad_arrays_are_refused_with_a_message(fn, logp, ref_logp, exc, message)
     (np.inf, ValueError, "clamp: expected a finite number, got inf"),
     (True, TypeError, "clamp: expected a real number, got bool True"),
     ("10", TypeError, "clamp: expected a real number, got str '10'"),
-    (np.array([10.0]), TypeError, "clamp: expected a real number, got a 1-D float64 array of shape (1,)"),
+    (np.array([10.0]), TypeError,
+     "clamp: expected a real number, got a 1-D float64 array of shape (1,)"),
 ])
 def test_bad_clamp_is_refused_with_a_message(fn, clamp, exc, message):
     with pytest.raises(exc, match=re.escape(message)):

@@ -35,7 +35,8 @@ def test_estimator_figure_reports_the_closed_form_noise_ratio(mu):
 def test_estimator_figure_says_when_k1_is_the_quieter_one():
     fig = widgets_kl.kl_estimator_figure(2.0, n=2_000)
     m = gl.gaussian_estimator_moments(2.0)
-    assert f"k1 is {m['k3']['std'] / m['k1']['std']:.1f}x less noisy than k3" in fig.axes[1].get_title()
+    expected = f"k1 is {m['k3']['std'] / m['k1']['std']:.1f}x less noisy than k3"
+    assert expected in fig.axes[1].get_title()
 
 
 def test_estimator_figure_is_seeded():
