@@ -5,38 +5,32 @@ NumPy is the reference implementation; ``import grpo_lab`` never imports torch.
 
 Where each name is taught:
 
-==================================  ==========================================================
-``gl.group_advantages``             chapter 1, group-relative advantages
-``gl.kl_k1/kl_k2/kl_k3``            chapter 3, per-token KL estimators
-``gl.kl_categorical(_grad)``        chapter 3, exact KL of two softmaxes and its gradient
-``gl.estimator_grad_table``         chapter 3, what gradient a KL estimator gives as a loss term
-``gl.gaussian_estimator_moments``   chapter 3, Schulman's bias/std table in closed form
-``gl.log_softmax``                  chapter 3, a stable log-softmax for the small policies
-``gl.kl_regularised_policy``        chapter 3, where beta * KL (reverse or forward) leads
-``gl.show_source``                  every chapter: shows the package's real code
-``gl.widgets``                      sliders (ipywidgets) used by the chapters
-``gl.widgets_kl``                   chapter 3's sliders: estimator distributions, beta
-``gl.drills``                       checkers for the implement-it drills
-``gl.drills_kl``                    chapter 3's drill checkers
-==================================  ==========================================================
+==========================  =============================================================
+``gl.group_advantages``     chapter 1, group-relative advantages
+``gl.group_stats``          chapter 1, why G matters (noise of group statistics)
+``gl.kl_k1/kl_k2/kl_k3``    chapter 3, per-token KL estimators
+``gl.kl_theory``            chapter 3, closed forms and exact gradients to check them by
+``gl.show_source``          every chapter: shows the package's real code
+``gl.widgets``              sliders (ipywidgets) used by the chapters
+``gl.widgets_kl``           chapter 3's sliders: estimator distributions, beta
+``gl.drills``               checkers for the implement-it drills
+``gl.drills_kl``            chapter 3's drill checkers
+==========================  =============================================================
 """
 
 from __future__ import annotations
 
 import importlib
 
+from . import group_stats, kl_theory
 from .advantages import BASELINES, SCALES, group_advantages
 from .kl import kl_k1, kl_k2, kl_k3
-from .kl_theory import (estimator_grad_table, gaussian_estimator_moments, kl_categorical,
-                        kl_categorical_grad, kl_regularised_policy, log_softmax)
 from .source import show_source
 
 __version__ = "0.1.0"
 
-__all__ = ["BASELINES", "SCALES", "group_advantages", "kl_k1", "kl_k2", "kl_k3",
-           "estimator_grad_table", "gaussian_estimator_moments", "kl_categorical",
-           "kl_categorical_grad", "kl_regularised_policy", "log_softmax", "show_source",
-           "drills", "widgets", "drills_kl", "widgets_kl"]
+__all__ = ["BASELINES", "SCALES", "group_advantages", "group_stats", "kl_k1", "kl_k2", "kl_k3",
+           "kl_theory", "show_source", "drills", "widgets", "drills_kl", "widgets_kl"]
 
 # need matplotlib / ipywidgets: imported on first use
 _LAZY = ("drills", "widgets", "drills_kl", "widgets_kl")

@@ -120,7 +120,10 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
             std = _std(dev, ddof)                                 # (B, 1)
         else:
             std = _std(_deviations(x.reshape(1, B * G)), ddof)    # (1, 1), over all B*G
-        denom = std + np.ldexp(eps, -k)           # (B, 1) or (1, 1), broadcast over G
+        # For subnormal rewards eps / 2**k overflows to inf: eps dwarfs any spread, so the
+        # advantages are 0, which is also what the exact arithmetic gives (to 1e-300).
+        with np.errstate(over="ignore"):
+            denom = std + np.ldexp(eps, -k)       # (B, 1) or (1, 1), broadcast over G
         # An all-equal group has dev == 0 exactly, so with eps > 0 it gives 0 / eps = 0.
         # With eps == 0 it would be 0 / 0: define it as 0 (no spread, no signal).
         adv = np.divide(dev_baseline, denom, out=np.zeros_like(dev_baseline),

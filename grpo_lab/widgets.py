@@ -1,0 +1,111 @@
+"""Sliders for the chapters. The figures are plain functions of the slider values, so they
+are drawn (and tested) without a browser; ``*_explorer()`` wires them to ipywidgets.
+
+Chapter 1 uses ``advantage_explorer`` (sliders for G, the reward spread and the reward
+distribution, redrawing the advantage histogram and the spread of the group-std estimate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .advantages import SCALES, group_advantages
+from .group_stats import REWARD_KINDS, sample_rewards, true_reward_std, zero_spread_probability
+
+__all__ = ["advantage_explorer_figure", "advantage_explorer"]
+
+
+def advantage_explorer_figure(G=8, spread=1.0, kind="pass/fail", pass_rate=0.3,
+                              scale="group", ddof=0, *, n_groups=2000, seed=0, fig=None):
+    """Draw the two panels of chapter 1's explorer for one setting of the sliders.
+
+    Left: histogram of the advantages of ``n_groups`` simulated groups of ``G`` rewards.
+    Right: histogram of the group std (``ddof``) relative to the true reward std.
+    Returns the matplotlib Figure (``fig`` is cleared and reused when given).
+    """
+    import matplotlib.pyplot as plt
+
+    rewards = sample_rewards(n_groups, G, kind=kind, pass_rate=pass_rate, spread=spread,
+                             seed=seed)                                  # (n_groups, G)
+    adv = group_advantages(rewards, scale=scale, ddof=ddof)              # (n_groups, G)
+    sigma = true_reward_std(kind=kind, pass_rate=pass_rate, spread=spread)
+    group_std = rewards.std(axis=1, ddof=ddof)                           # (n_groups,)
+    zero = float(np.mean(np.ptp(rewards, axis=1) == 0))
+
+    if fig is None:
+        fig = plt.figure(figsize=(10, 3.6))
+    fig.clear()
+    ax_adv, ax_std = fig.subplots(1, 2)
+
+    ax_adv.hist(adv.ravel(), bins=60, color="#3b75af")
+    ax_adv.set_xlabel(f"advantage (scale={scale!r}, ddof={ddof})")
+    ax_adv.set_ylabel("completions")
+    lo, hi = np.percentile(adv, [0.5, 99.5])
+    ax_adv.set_title(f"G={G}: advantages span [{lo:.2f}, {hi:.2f}]")
+
+    if sigma > 0:
+        ax_std.hist(group_std / sigma, bins=60, color="#e1812c")
+        ax_std.axvline(1.0, color="k", lw=1, ls="--", label="true std")
+        ax_std.set_xlabel("group std / true reward std")
+        rel_sd = float(np.std(group_std / sigma))
+        ax_std.set_title(f"one group's std is off by {100 * rel_sd:.0f}% (1 sd)")
+        ax_std.legend(loc="upper right")
+    else:
+        ax_std.text(0.5, 0.5, "pass rate 0 or 1: every group is all-equal",
+                    ha="center", va="center", transform=ax_std.transAxes)
+        ax_std.set_xlabel("group std / true reward std")
+    ax_std.set_ylabel("groups")
+    if kind == "pass/fail":
+        exact = zero_spread_probability(G, pass_rate)
+        fig.suptitle(f"{100 * zero:.1f}% of groups are all-equal and teach nothing "
+                     f"(exact: {100 * exact:.1f}%)", fontsize=11)
+    else:
+        fig.suptitle("continuous rewards: no group is all-equal", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def advantage_explorer(G=8, spread=1.0, kind="pass/fail", pass_rate=0.3, scale="group",
+                       ddof=0):
+    """Live sliders (ipywidgets) for ``advantage_explorer_figure``; returns the widget box.
+
+    Move ``G`` to see the std estimate tighten and the all-equal share fall; move ``spread``
+    with ``scale='group'`` to see that it changes nothing (the std divides it out), and with
+    ``scale='none'`` to see the advantages grow with it.
+    """
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    controls = {
+        "G": w.IntSlider(value=G, min=2, max=64, description="G"),
+        "spread": w.FloatLogSlider(value=spread, base=10, min=-3, max=3, step=0.1,
+                                   description="spread"),
+        "kind": w.Dropdown(options=REWARD_KINDS, value=kind, description="rewards"),
+        "pass_rate": w.FloatSlider(value=pass_rate, min=0.0, max=1.0, step=0.05,
+                                   description="pass rate"),
+        "scale": w.Dropdown(options=SCALES, value=scale, description="scale"),
+        "ddof": w.Dropdown(options=[0, 1], value=ddof, description="ddof"),
+    }
+    out = w.Output()
+    with out:
+        fig = plt.figure(figsize=(10, 3.6))
+        plt.close(fig)  # drawn into `out` on each change, not by the inline backend
+
+    def redraw(_change=None):
+        values = {name: c.value for name, c in controls.items()}
+        controls["pass_rate"].disabled = values["kind"] != "pass/fail"
+        advantage_explorer_figure(**values, fig=fig)
+        with out:
+            out.clear_output(wait=True)
+            display(fig)
+
+    for c in controls.values():
+        c.observe(redraw, names="value")
+    redraw()
+    box = w.VBox([w.HBox(list(controls.values())[:3]), w.HBox(list(controls.values())[3:]),
+                  out])
+    box.redraw = redraw  # lets tests and readers force a redraw
+    box.controls = controls
+    box.figure = fig
+    return box
