@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_choice, check_real
+from ._checks import as_float_array, check_choice, check_int, check_real
 from .kl import kl_k3
 
 __all__ = [
     "gaussian_estimator_moments",
+    "gaussian_log_probs",
     "log_softmax",
     "kl_categorical",
     "kl_categorical_grad",
@@ -69,6 +70,22 @@ def gaussian_estimator_moments(mu):
         "k2": {"mean": kl + mu ** 4 / 8, "std": float(np.sqrt((2 * mu ** 4 + mu ** 6) / 4))},
         "k3": {"mean": kl, "std": float(np.sqrt(var_k3))},
     }
+
+
+def gaussian_log_probs(mu, n, seed=0):
+    """``n`` tokens ``x ~ pi_theta = N(0, 1)`` and their ``(logp, ref_logp)``, pi_ref = N(mu, 1).
+
+    The normalising constant -log(2 pi)/2 is the same in both and cancels in every
+    estimator, so it is left out. Seeded: the same ``seed`` gives the same tokens.
+
+    >>> logp, ref_logp = gaussian_log_probs(1.0, 3, seed=0)
+    >>> (logp - ref_logp).round(4)         # log-ratio mu^2/2 - mu x, mean KL = 0.5
+    array([ 0.3743,  0.6321, -0.1404])
+    """
+    mu = check_real("mu", mu)
+    n = check_int("n", n, minimum=1)
+    x = np.random.default_rng(seed).standard_normal(n)      # (n,) sampled from pi_theta
+    return -0.5 * x ** 2, -0.5 * (x - mu) ** 2               # (n,), (n,)
 
 
 def _logits_pair(logits, ref_logits, names=("logits", "ref_logits")):

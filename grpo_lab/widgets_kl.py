@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .kl import kl_k1, kl_k2, kl_k3
-from .kl_theory import gaussian_estimator_moments, kl_categorical, kl_regularised_policy
+from .kl_theory import (gaussian_estimator_moments, gaussian_log_probs, kl_categorical,
+                        kl_regularised_policy)
 
 __all__ = ["kl_estimator_figure", "kl_estimator_explorer", "kl_beta_figure",
            "kl_beta_explorer", "BETA_TOY"]
@@ -26,16 +27,6 @@ BETA_TOY = {
     "rewards": np.array([1.0, 0.6, 0.2, 0.0, 0.0]),
     "ref_probs": np.array([0.05, 0.15, 0.30, 0.30, 0.20]),
 }
-
-
-def gaussian_log_probs(mu, n, seed=0):
-    """``n`` tokens ``x ~ N(0, 1)`` and their ``(logp, ref_logp)`` under N(0, 1) and N(mu, 1).
-
-    The normalising constant -log(2 pi)/2 is the same in both and cancels in every estimator,
-    so it is left out.
-    """
-    x = np.random.default_rng(seed).standard_normal(n)      # (n,) sampled from pi_theta
-    return -0.5 * x ** 2, -0.5 * (x - mu) ** 2               # (n,), (n,)
 
 
 def kl_estimator_figure(mu=0.5, n=20_000, *, seed=0, fig=None):
