@@ -178,7 +178,7 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     # _finish) either way; capping r there keeps it from being inf - inf = NaN for r = inf.
     r = np.minimum(r, np.log(np.finfo(r.dtype).max) + 1.0)
     with np.errstate(over="ignore"):
-        direct = np.expm1(r) - r                     # (..., T) accurate for |r| >= 0.1
-    small = np.abs(r) < _K3_SERIES_BELOW
-    k = np.where(small, _k3_series(np.where(small, d, 0.0)), direct)
+        k = np.expm1(r) - r                          # (..., T) accurate for |r| >= 0.1
+    small = np.abs(r) < _K3_SERIES_BELOW             # (..., T) where expm1(r) - r cancels
+    k[small] = _k3_series(d[small])
     return _finish("k3", k, out_dtype, clamp)

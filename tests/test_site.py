@@ -59,3 +59,16 @@ def test_chapter_two_shows_the_package_source_and_checked_numbers(site):
     assert "PASS: both clip sides" in text                              # drill 2's solution
     assert "saved: 112 GB (44%)" in text                                # the 7B memory table
     assert "tag_hide-input" in html                                     # solutions are hidden
+
+
+@pytest.mark.site
+def test_chapter_three_shows_the_source_the_table_and_the_gradient_checks(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "03_kl_estimators.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "def kl_k3" in text                                  # the real source
+    assert "(0.25, 1.73)" in text                               # Schulman's row, next to ours
+    assert "k3 -> forward KL: True" in text                     # the gradient claim, computed
+    assert "PASS: worked example, batch shape" in text          # drill 1's solution passes
+    assert "PASS: your closed form" in text                     # drill 2's solution passes
