@@ -9,7 +9,10 @@ Where each name is taught:
 ``gl.group_advantages``     chapter 1, group-relative advantages
 ``gl.group_stats``          chapter 1, why G matters (noise of group statistics)
 ``gl.show_source``          every chapter: shows the package's real code
-``gl.widgets``              sliders (ipywidgets) used by the chapters
+``gl.widgets``              the chapters' sliders (figure functions and explorers)
+``gl.sliders``              the slider mechanism: live ipywidgets in Jupyter, precomputed
+                            frames on the static site (its docstring says how a chapter
+                            adds sliders)
 ``gl.drills``               checkers for the implement-it drills
 ==========================  ============================================
 """
@@ -25,9 +28,9 @@ from .source import show_source
 __version__ = "0.1.0"
 
 __all__ = ["BASELINES", "SCALES", "group_advantages", "group_stats", "show_source", "drills",
-           "widgets"]
+           "sliders", "widgets"]
 
-_LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
+_LAZY = ("drills", "sliders", "widgets")  # need matplotlib / ipywidgets: imported on first use
 
 
 def __getattr__(name):
