@@ -12,6 +12,10 @@
    useless without a kernel (sliders that move nothing) and heavy (the live figure again, as
    base64), so it is dropped before myst-nb adds it to the page. The static sliders carry
    their own frames.
+4. No Thebe: Jupyter Book always loads sphinx-thebe, whose inline configuration script lands
+   twice on every page (a SyntaxError in the console: 'THEBE_JS_URL' redeclared) and whose
+   live-code mode would load Thebe from a CDN and need a remote kernel. The book's live route
+   is the Binder and Colab buttons, so sphinx-thebe's scripts and styles are left off pages.
 """
 
 from __future__ import annotations
@@ -63,8 +67,18 @@ def drop_widget_state(app, doctree) -> None:
     page.get("js_files", {}).pop("ipywidgets_state", None)
 
 
+def drop_thebe(app, pagename, templatename, context, doctree) -> None:
+    def is_thebe(asset):
+        return "thebe" in str(asset) or "THEBE_JS_URL" in asset.attributes.get("body", "")
+
+    for key in ("script_files", "css_files"):
+        if key in context:
+            context[key] = [asset for asset in context[key] if not is_thebe(asset)]
+
+
 def setup(app):
     os.environ[STATIC_ENV] = "1"
     app.connect("doctree-read", drop_widget_state)
+    app.connect("html-page-context", drop_thebe)
     app.connect("build-finished", copy_mathjax)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
