@@ -73,10 +73,9 @@ def test_chapter_one_shows_the_package_source_and_checked_numbers(site):
     assert "0.8200" in text                         # P(all-equal) at G=2, p=0.1, computed live
 
 
-@pytest.mark.site
-def test_internal_links_resolve(site):
-    """Every relative href/src of every page points at a file of the site, and every #anchor
-    at an id on its target page (Sphinx's -n checks references; this checks the HTML)."""
+def broken_links(site: Path) -> list:
+    """Every relative href/src of every page must point at a file of the site, and every
+    #anchor at an id on its target page (Sphinx's -n checks references; this checks the HTML)."""
     pages = {p: parse(p) for p in site_pages(site)}
     ids = {p.resolve(): parsed.ids for p, parsed in pages.items()}
     broken = []
@@ -92,16 +91,15 @@ def test_internal_links_resolve(site):
             if site.resolve() not in target.parents or not target.is_file():
                 broken.append(f"{where}: no such file")
             elif parts.fragment and target.suffix == ".html":
-                if unquote(parts.fragment) not in ids.get(target, parse(target).ids):
+                target_ids = ids[target] if target in ids else parse(target).ids
+                if unquote(parts.fragment) not in target_ids:
                     broken.append(f"{where}: no id {parts.fragment!r} there")
-    assert len(pages) >= 3 + len(CHAPTERS)
-    assert not broken, "broken internal links:\n" + "\n".join(broken)
+    return broken
 
 
-@pytest.mark.site
-def test_pages_load_nothing_from_other_sites(site):
-    """Scripts, styles, images and fonts come from the site itself (links to read elsewhere,
-    <a href>, are fine). The browser test checks the requests that pages actually make."""
+def external_loads(site: Path) -> list:
+    """Scripts, styles, images and fonts that a page would fetch from another site (links to
+    read elsewhere, <a href>, are fine). The browser test checks the requests pages make."""
     external = []
     for page in site_pages(site):
         for tag, attr, ref in parse(page).refs:
@@ -110,6 +108,36 @@ def test_pages_load_nothing_from_other_sites(site):
     for css in (site / "_static").rglob("*.css"):
         for ref in re.findall(r"url\(\s*['\"]?((?:https?:)?//[^'\")]+)", css.read_text()):
             external.append(f"{css.relative_to(site)}: url({ref})")
+    return external
+
+
+def test_the_link_and_offline_checks_catch_what_they_should(tmp_path):
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "x.css").write_text("a { background: url('https://cdn.example/x.png') }")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.html").write_text('<h1 id="top">b</h1><a href="../a.html#ok">a</a>')
+    (tmp_path / "a.html").write_text(
+        '<p id="ok"></p><a href="sub/b.html#top">fine</a><a href="https://example.org">fine</a>'
+        '<a href="sub/b.html#gone">bad anchor</a><a href="missing.html">bad file</a>'
+        '<img src="../outside.png"><a href="#ok">fine</a><a href="#nowhere">bad</a>'
+        '<script src="https://cdn.example/lib.js"></script>')
+    broken = broken_links(tmp_path)
+    assert len(broken) == 4, broken
+    assert all(any(s in b for b in broken) for s in ("#gone", "missing.html", "outside.png",
+                                                     "#nowhere"))
+    assert [e.split(":")[0] for e in external_loads(tmp_path)] == ["a.html", "_static/x.css"]
+
+
+@pytest.mark.site
+def test_internal_links_resolve(site):
+    assert len(site_pages(site)) >= 3 + len(CHAPTERS)
+    broken = broken_links(site)
+    assert not broken, "broken internal links:\n" + "\n".join(broken)
+
+
+@pytest.mark.site
+def test_pages_load_nothing_from_other_sites(site):
+    external = external_loads(site)
     assert not external, "loaded from other sites:\n" + "\n".join(external)
 
 
