@@ -42,17 +42,27 @@ def chromium_path() -> str:
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files quietly, and notes every request it had to refuse: the server sees the
+    requests a page cannot be blamed for in the browser (the favicon, for one)."""
+
+    errors: list = []
+
     def log_message(self, *args):  # keep pytest's output for failures
         pass
+
+    def log_request(self, code="-", size="-"):
+        if str(code).isdigit() and int(code) >= 400:
+            self.errors.append(f"HTTP {code}: {self.path}")
 
 
 @pytest.fixture(scope="module")
 def server(site):
-    """Serve the built site on a free port of 127.0.0.1 for this module."""
+    """Serve the built site on a free port of 127.0.0.1 for this module; yield its URL."""
     handler = functools.partial(QuietHandler, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
+    QuietHandler.errors.clear()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
@@ -154,6 +164,7 @@ def test_every_page_loads_cleanly_and_offline(visits):
     bad = {page: {k: v[k] for k in ("console", "failed", "external", "screenshot")}
            for page, v in visits.items() if v["console"] or v["failed"] or v["external"]}
     assert not bad, f"pages with console errors, failed or external requests: {bad}"
+    assert not QuietHandler.errors, f"the server refused: {QuietHandler.errors}"
 
 
 def test_math_is_typeset(visits):
