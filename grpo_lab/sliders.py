@@ -14,8 +14,8 @@ no network. A slider there can only show what was computed before. The options w
 
 We use frames. The figure on the page is the very figure the package draws in Jupyter, by the
 same function, with every number on it computed when the book was built. Each frame is a PNG
-reduced to a small palette (flat-coloured plots lose nothing visible; about 8 kB a frame at
-72 dpi) and identical frames are stored once: with ``scale="group"`` the reward spread
+reduced to a 16-colour palette (flat-coloured plots lose nothing visible; about 8 kB a frame
+at 72 dpi) and identical frames are stored once: with ``scale="group"`` the reward spread
 divides out, so those frames coincide, which the page then shows as it is.
 
 How a chapter uses it
@@ -90,7 +90,7 @@ class Frames:
     fixed: dict
 
     def frame(self, **values) -> bytes:
-        """The PNG shown for one combination of grid values, e.g. ``frames.frame(G=8, spread=1.0)``."""
+        """The PNG shown for one combination of grid values: ``frames.frame(G=8, spread=1.0)``."""
         flat = 0
         for name, options in zip(self.names, self.values):
             flat = flat * len(options) + _position(name, options, values[name])  # C order
@@ -142,7 +142,7 @@ def _png(fig, dpi, colors) -> bytes:
     return out.getvalue()
 
 
-def render_frames(figure, grid, start, *, dpi=72, colors=32, max_frames=64) -> Frames:
+def render_frames(figure, grid, start, *, dpi=72, colors=16, max_frames=64) -> Frames:
     """Draw ``figure(**values, fig=fig)`` for every combination of the ``grid`` values.
 
     ``start`` holds every argument's start value: the grid's parameters start there (each
@@ -300,7 +300,7 @@ def _static_default() -> bool:
     return os.environ.get(STATIC_ENV, "") not in ("", "0")
 
 
-def explorer(figure, controls, grid, *, static=None, before_draw=None, dpi=72, colors=32,
+def explorer(figure, controls, grid, *, static=None, before_draw=None, dpi=72, colors=16,
              max_frames=64) -> Explorer:
     """Live ipywidgets ``controls`` that redraw ``figure``, plus frames over ``grid`` for the site.
 

@@ -173,6 +173,8 @@ def test_launch_and_download_buttons(site, chapter):
     colab = f"{CONFIG['launch_buttons']['colab_url']}/github/{org}/{repo}/blob/{branch}/{path}"
     assert binder in links, [u for u in links if "binder" in u]
     assert colab in links, [u for u in links if "colab" in u]
+    page = (site / "chapters" / f"{chapter}.html").read_text()
+    assert "google.colab" not in page, "the Colab set-up cell belongs in the notebook only"
     downloads = [ref for ref in links if ref.endswith(f"_sources/{path}")]
     assert downloads, "no download link to the chapter's .ipynb"
     notebook = (site / "chapters" / downloads[0]).resolve()
