@@ -5,25 +5,15 @@ NumPy is the reference implementation; ``import grpo_lab`` never imports torch.
 
 Where each name is taught:
 
-==============================  ==========================================================
-``gl.group_advantages``         chapter 1, group-relative advantages
-``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
-``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
-``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
-``gl.aggregation_weights``      chapter 2, each token's weight under grpo, dapo, dr_grpo
-``gl.aggregate_loss``           chapter 2, loss aggregation and its length bias
-``gl.sequence_ratio``           chapter 2, GSPO's sequence-level ratio
-``gl.grpo_loss``                chapter 2, the whole GRPO loss and its diagnostics
-``gl.training_memory``          chapter 2, what PPO and GRPO hold in memory, in bytes
-``gl.hidden_string``            chapter 2, the PPO vs GRPO training comparison (a toy task)
-``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
-``gl.kl_theory``                chapter 3, closed forms and exact gradients to check them by
-``gl.show_source``              every chapter: shows the package's real code
-``gl.widgets``                  sliders (ipywidgets) used by the chapters
-``gl.widgets_kl``               chapter 3's sliders: estimator distributions, beta
-``gl.drills``                   checkers for the implement-it drills
-``gl.drills_kl``                chapter 3's drill checkers
-==============================  ==========================================================
+__all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
+           "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
+           "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "kl_theory", "sequence_ratio",
+           "show_source", "training_memory", "drills", "drills_kl", "hidden_string", "sliders",
+           "widgets", "widgets_kl"]
+
+# drills, sliders, widgets: need matplotlib / ipywidgets; hidden_string: the training code.
+# Imported on first use, so that `import grpo_lab` stays light.
+_LAZY = ("drills", "drills_kl", "hidden_string", "sliders", "widgets", "widgets_kl")
 """
 
 from __future__ import annotations
@@ -44,12 +34,12 @@ __version__ = "0.1.0"
 __all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
            "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
            "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "kl_theory", "sequence_ratio",
-           "show_source", "training_memory", "drills", "drills_kl", "hidden_string", "widgets",
-           "widgets_kl"]
+           "show_source", "training_memory", "drills", "drills_kl", "hidden_string", "sliders",
+           "widgets", "widgets_kl"]
 
-# drills, widgets: need matplotlib / ipywidgets; hidden_string: the training code. Imported on
-# first use, so that `import grpo_lab` stays light.
-_LAZY = ("drills", "drills_kl", "hidden_string", "widgets", "widgets_kl")
+# drills, sliders, widgets: need matplotlib / ipywidgets; hidden_string: the training code.
+# Imported on first use, so that `import grpo_lab` stays light.
+_LAZY = ("drills", "drills_kl", "hidden_string", "sliders", "widgets", "widgets_kl")
 
 
 def __getattr__(name):

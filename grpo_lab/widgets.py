@@ -1,10 +1,9 @@
 """Sliders for the chapters. The figures are plain functions of the slider values, so they
-are drawn (and tested) without a browser; ``*_explorer()`` wires them to ipywidgets.
+are drawn (and tested) without a browser; ``*_explorer()`` wires them to ipywidgets through
+``gl.sliders.explorer``, which also precomputes frames for the static site.
 
 Chapter 1 uses ``advantage_explorer`` (sliders for G, the reward spread and the reward
 distribution, redrawing the advantage histogram and the spread of the group-std estimate).
-Chapter 2 uses ``clip_explorer`` (sliders for eps_low, eps_high and dual-clip over the clipped
-objective), ``gae_figure`` and ``length_bias_figure``.
 """
 
 from __future__ import annotations
@@ -14,8 +13,10 @@ import numpy as np
 from .advantages import SCALES, group_advantages
 from .group_stats import REWARD_KINDS, sample_rewards, true_reward_std, zero_spread_probability
 
-__all__ = ["advantage_explorer_figure", "advantage_explorer", "clip_explorer",
+__all__ = ["ADVANTAGE_GRID", "advantage_explorer_figure", "advantage_explorer", "clip_explorer",
            "clip_objective_figure", "gae_figure", "length_bias_figure"]
+
+HIST_DECIMALS = 4  # values are rounded to this many decimals before they are binned
 
 
 def advantage_explorer_figure(G=8, spread=1.0, kind="pass/fail", pass_rate=0.3,
@@ -40,14 +41,20 @@ def advantage_explorer_figure(G=8, spread=1.0, kind="pass/fail", pass_rate=0.3,
     fig.clear()
     ax_adv, ax_std = fig.subplots(1, 2)
 
-    ax_adv.hist(adv.ravel(), bins=60, color="#3b75af")
+    # Pass/fail advantages take a few discrete values, which can sit exactly on a bin edge.
+    # eps moves them by about eps/std (1e-7 at spread 0.1), far below what a histogram can
+    # show, yet enough to cross an edge; rounding first keeps settings that agree to that
+    # precision (spread x10 under scale='group') drawing the same figure.
+    ax_adv.hist(np.round(adv.ravel(), HIST_DECIMALS), bins=60, color="#3b75af",
+                histtype="stepfilled")  # one polygon, not 60 bars: faster frames
     ax_adv.set_xlabel(f"advantage (scale={scale!r}, ddof={ddof})")
     ax_adv.set_ylabel("completions")
     lo, hi = np.percentile(adv, [0.5, 99.5])
     ax_adv.set_title(f"G={G}: advantages span [{lo:.2f}, {hi:.2f}]")
 
     if sigma > 0:
-        ax_std.hist(group_std / sigma, bins=60, color="#e1812c")
+        ax_std.hist(np.round(group_std / sigma, HIST_DECIMALS), bins=60, color="#e1812c",
+                    histtype="stepfilled")
         ax_std.axvline(1.0, color="k", lw=1, ls="--", label="true std")
         ax_std.set_xlabel("group std / true reward std")
         rel_sd = float(np.std(group_std / sigma))
@@ -68,17 +75,25 @@ def advantage_explorer_figure(G=8, spread=1.0, kind="pass/fail", pass_rate=0.3,
     return fig
 
 
+# The static page offers these values (frames drawn when the book builds, see gl.sliders):
+# G across the range the chapter discusses, three spreads a decade apart, and the two scales
+# whose contrast the chapter asks the reader to see. 6 x 3 x 2 = 36 settings.
+ADVANTAGE_GRID = {"G": [2, 4, 8, 16, 32, 64], "spread": [0.1, 1.0, 10.0],
+                  "scale": ["group", "none"]}
+
+
 def advantage_explorer(G=8, spread=1.0, kind="pass/fail", pass_rate=0.3, scale="group",
-                       ddof=0):
-    """Live sliders (ipywidgets) for ``advantage_explorer_figure``; returns the widget box.
+                       ddof=0, *, static=None):
+    """Sliders for ``advantage_explorer_figure``: live in Jupyter, precomputed on the site.
 
     Move ``G`` to see the std estimate tighten and the all-equal share fall; move ``spread``
     with ``scale='group'`` to see that it changes nothing (the std divides it out), and with
-    ``scale='none'`` to see the advantages grow with it.
+    ``scale='none'`` to see the advantages grow with it. On the static site the sliders for
+    ``G``, ``spread`` and ``scale`` move over ``ADVANTAGE_GRID`` (see ``gl.sliders``).
     """
     import ipywidgets as w
-    import matplotlib.pyplot as plt
-    from IPython.display import display
+
+    from .sliders import explorer
 
     controls = {
         "G": w.IntSlider(value=G, min=2, max=64, description="G"),
@@ -90,28 +105,12 @@ def advantage_explorer(G=8, spread=1.0, kind="pass/fail", pass_rate=0.3, scale="
         "scale": w.Dropdown(options=SCALES, value=scale, description="scale"),
         "ddof": w.Dropdown(options=[0, 1], value=ddof, description="ddof"),
     }
-    out = w.Output()
-    with out:
-        fig = plt.figure(figsize=(10, 3.6))
-        plt.close(fig)  # drawn into `out` on each change, not by the inline backend
 
-    def redraw(_change=None):
-        values = {name: c.value for name, c in controls.items()}
-        controls["pass_rate"].disabled = values["kind"] != "pass/fail"
-        advantage_explorer_figure(**values, fig=fig)
-        with out:
-            out.clear_output(wait=True)
-            display(fig)
+    def disable_pass_rate(controls):  # a pass rate means nothing for continuous rewards
+        controls["pass_rate"].disabled = controls["kind"].value != "pass/fail"
 
-    for c in controls.values():
-        c.observe(redraw, names="value")
-    redraw()
-    box = w.VBox([w.HBox(list(controls.values())[:3]), w.HBox(list(controls.values())[3:]),
-                  out])
-    box.redraw = redraw  # lets tests and readers force a redraw
-    box.controls = controls
-    box.figure = fig
-    return box
+    return explorer(advantage_explorer_figure, controls, ADVANTAGE_GRID, static=static,
+                    before_draw=disable_pass_rate)
 
 
 # --- chapter 2: the clipped objective, GAE and the length bias of loss aggregation ------------
