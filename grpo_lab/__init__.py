@@ -5,19 +5,26 @@ NumPy is the reference implementation; ``import grpo_lab`` never imports torch.
 
 Where each name is taught:
 
-=============================  ============================================
-``gl.group_advantages``        chapter 1, group-relative advantages
-``gl.group_stats``             chapter 1, why G matters (noise of group statistics)
-``gl.round_trip``              chapter 4, what storing in float16 / bfloat16 does to a number
-``gl.rounded_matmul``          chapter 4, two kernels, one product: the training/inference mismatch
-``gl.log_softmax``             chapter 4, log-softmax that survives low precision
-``gl.token_logprobs``          chapter 4, per-token logp from logits, float32 or wider
-``gl.sequence_logprob_sum``    chapter 4, summing log-probs over T up to 32k tokens (and ``_mean``)
-``gl.error_table``             chapter 4, a function's error per dtype against float64
-``gl.show_source``             every chapter: shows the package's real code
-``gl.widgets``                 sliders (ipywidgets) used by the chapters
-``gl.drills``                  checkers for the implement-it drills
-=============================  ============================================
+==============================  ==========================================================
+``gl.group_advantages``         chapter 1, group-relative advantages
+``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
+``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
+``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
+``gl.aggregation_weights``      chapter 2, each token's weight under grpo, dapo, dr_grpo
+``gl.aggregate_loss``           chapter 2, loss aggregation and its length bias
+``gl.sequence_ratio``           chapter 2, GSPO's sequence-level ratio
+``gl.grpo_loss``                chapter 2, the whole GRPO loss and its diagnostics
+``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
+``gl.round_trip``               chapter 4, what storing in float16 / bfloat16 does to a number
+``gl.rounded_matmul``           chapter 4, two kernels, one product: training/inference mismatch
+``gl.log_softmax``              chapter 4, a log-softmax that survives low precision
+``gl.token_logprobs``           chapter 4, per-token logp from logits, float32 or wider
+``gl.sequence_logprob_sum``     chapter 4, log-probs summed over T up to 32k (and ``_mean``)
+``gl.error_table``              chapter 4, a function's error per dtype against float64
+``gl.show_source``              every chapter: shows the package's real code
+``gl.widgets``                  sliders (ipywidgets) used by the chapters
+``gl.drills``                   checkers for the implement-it drills
+==============================  ==========================================================
 """
 
 from __future__ import annotations
@@ -26,6 +33,10 @@ import importlib
 
 from . import group_stats
 from .advantages import BASELINES, SCALES, group_advantages
+from .gae import gae
+from .kl import kl_k1, kl_k2, kl_k3
+from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
+from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, sequence_ratio
 from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, log_softmax,
                         round_trip, rounded_matmul, sequence_logprob_mean,
                         sequence_logprob_sum, token_logprobs, unit_roundoff)
@@ -33,7 +44,10 @@ from .source import show_source
 
 __version__ = "0.1.0"
 
-__all__ = ["BASELINES", "SCALES", "group_advantages", "group_stats", "show_source", "drills",
+__all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
+           "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
+           "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source",
+           "drills",
            "widgets",
            # chapter 4, low precision
            "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax",

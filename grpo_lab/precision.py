@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from ._checks import as_float_array, check_int, describe, is_float_dtype, working_dtype
+from ._checks import (as_float_array, as_mask, check_int, describe, is_float_dtype,
+                      working_dtype)
 
 __all__ = [
     "DTYPES",
@@ -259,33 +260,12 @@ def token_logprobs(logits, tokens) -> np.ndarray:
     return (picked - _logsumexp(z))[..., 0].astype(_at_least_float32(dtype))  # (..., T)
 
 
-def _mask_like(mask, shape: tuple) -> np.ndarray:
-    """A token mask of exactly ``shape``: bools, or numbers that are all 0 or 1."""
-    if isinstance(mask, (str, bytes)) or mask is None:
-        raise TypeError(f"mask: expected a mask of 0/1 or bools of shape {shape}, "
-                        f"got {describe(mask)}")
-    m = np.asarray(mask)
-    if m.dtype.kind not in "biuf" and not is_float_dtype(m.dtype):
-        raise TypeError(f"mask: expected a mask of 0/1 or bools of shape {shape}, "
-                        f"got dtype {m.dtype}")
-    if m.shape != shape:
-        raise ValueError(f"mask: expected shape {shape}, the shape of logp (no broadcasting), "
-                         f"got {describe(m)}")
-    values = m.astype(np.float64)
-    bad = (values != 0) & (values != 1)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"mask: expected only 0 and 1 (or bools), got {m[where]} at index "
-                         f"{where}")
-    return values == 1
-
-
 def _masked_logp(logp, mask) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     arr, dtype = as_float_array("logp", logp, shape_doc=" of shape (..., T)")
     if arr.ndim == 0:
         raise ValueError(f"logp: expected an array with at least 1 dimension of shape "
                          f"(..., T), got {describe(arr)}")
-    keep = _mask_like(mask, arr.shape)                          # (..., T) bool
+    keep = as_mask("mask", mask, arr.shape, " (the shape of logp)")  # (..., T) bool
     x = np.where(keep, arr.astype(working_dtype(dtype)), 0.0)   # (..., T), padding is 0
     return x, keep, _at_least_float32(dtype)
 
