@@ -242,7 +242,7 @@ def token_logprobs(logits, tokens) -> np.ndarray:
     if arr.ndim < 2:
         raise ValueError(f"logits: expected an array with at least 2 dimensions of shape "
                          f"(..., T, V), got {describe(arr)}")
-    tok = np.asarray(tokens) if not isinstance(tokens, (str, bytes)) else None
+    tok = None if tokens is None or isinstance(tokens, (str, bytes)) else np.asarray(tokens)
     if tok is None or tok.dtype.kind not in "iu":
         got = describe(tokens) if tok is None else f"dtype {tok.dtype}"
         raise TypeError(f"tokens: expected integer token ids of shape (..., T), got {got}")
