@@ -24,6 +24,7 @@ Where each name is taught:
 ``gl.show_source``              every chapter: shows the package's real code
 ``gl.widgets``                  sliders (ipywidgets) used by the chapters
 ``gl.drills``                   checkers for the implement-it drills
+``gl.drills_precision``         chapter 4's drill checkers (float16 / bfloat16 inputs)
 ==============================  ==========================================================
 """
 
@@ -52,9 +53,9 @@ __all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "ag
            # chapter 4, low precision
            "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax",
            "round_trip", "rounded_matmul", "sequence_logprob_mean", "sequence_logprob_sum",
-           "token_logprobs", "unit_roundoff"]
+           "token_logprobs", "unit_roundoff", "drills_precision"]
 
-_LAZY = ("drills", "widgets")  # need matplotlib / ipywidgets: imported on first use
+_LAZY = ("drills", "widgets", "drills_precision")  # need matplotlib / ipywidgets: imported on first use
 
 
 def __getattr__(name):
