@@ -38,9 +38,9 @@ from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
 from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, sequence_ratio
-from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, log_softmax,
-                        round_trip, rounded_matmul, sequence_logprob_mean,
-                        sequence_logprob_sum, token_logprobs, unit_roundoff)
+from .logprobs import log_softmax, sequence_logprob_mean, sequence_logprob_sum, token_logprobs
+from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, round_trip,
+                        rounded_matmul, unit_roundoff)
 from .source import show_source
 
 __version__ = "0.1.0"
