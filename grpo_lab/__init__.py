@@ -14,6 +14,8 @@ Where each name is taught:
 ``gl.aggregate_loss``           chapter 2, loss aggregation and its length bias
 ``gl.sequence_ratio``           chapter 2, GSPO's sequence-level ratio
 ``gl.grpo_loss``                chapter 2, the whole GRPO loss and its diagnostics
+``gl.training_memory``          chapter 2, what PPO and GRPO hold in memory, in bytes
+``gl.hidden_string``            chapter 2, the PPO vs GRPO training comparison (a toy task)
 ``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
 ``gl.round_trip``               chapter 4, what storing in float16 / bfloat16 does to a number
 ``gl.rounded_matmul``           chapter 4, two kernels, one product: training/inference mismatch
@@ -34,10 +36,11 @@ import importlib
 
 from . import group_stats
 from .advantages import BASELINES, SCALES, group_advantages
+from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
-from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, sequence_ratio
+from .memory import training_memory
 from .logprobs import log_softmax, sequence_logprob_mean, sequence_logprob_sum, token_logprobs
 from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, round_trip,
                         rounded_matmul, unit_roundoff)
@@ -48,14 +51,15 @@ __version__ = "0.1.0"
 __all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
            "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
            "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source",
-           "drills",
-           "widgets",
+           "training_memory", "drills", "hidden_string", "widgets",
            # chapter 4, low precision
            "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax",
            "round_trip", "rounded_matmul", "sequence_logprob_mean", "sequence_logprob_sum",
            "token_logprobs", "unit_roundoff", "drills_precision"]
 
-_LAZY = ("drills", "widgets", "drills_precision")  # need matplotlib / ipywidgets: imported on first use
+# drills, widgets: need matplotlib / ipywidgets; hidden_string: the training code. Imported on
+# first use, so that `import grpo_lab` stays light.
+_LAZY = ("drills", "drills_precision", "hidden_string", "widgets")
 
 
 def __getattr__(name):

@@ -45,7 +45,7 @@ def aggregation_weights(mask, mode, *, max_len=None):
     ``grpo``     :math:`1 / (N L_i)`                   DeepSeekMath eq. 3: mean over each
                                                        sequence, then over sequences
     ``bnpo``     :math:`1 / \sum_j L_j`                TRL: every token of the batch equal
-    ``dapo``     :math:`1 / \sum_j L_j`                DAPO (Yu et al. 2025, eq. 8); in TRL the
+    ``dapo``     :math:`1 / \sum_j L_j`                DAPO (Yu et al. 2025); in TRL the
                                                        count is over all processes
     ``dr_grpo``  :math:`1 / (N \cdot \text{max\_len})`  Dr. GRPO (Liu et al. 2025): a constant
     ===========  ====================================  ========================================

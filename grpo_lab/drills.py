@@ -10,7 +10,7 @@ import numpy as np
 
 from .advantages import group_advantages
 
-__all__ = ["check_group_advantages"]
+__all__ = ["check_clipped_surrogate", "check_gae", "check_group_advantages"]
 
 
 def _run(fn, rewards):
@@ -121,3 +121,163 @@ def check_group_advantages(fn, *, eps=1e-8, verbose=True) -> bool:
 
     return verdict(True, "worked example, per-group statistics, B == G and the all-equal "
                          "group are all right")
+
+
+# --- chapter 2: GAE and the clipped surrogate ------------------------------------------------
+
+def _call(fn, *args, **kwargs):
+    """Call the reader's function on copies of array arguments; return (array, problem)."""
+    given = [np.array(a, dtype=np.float64) if isinstance(a, (list, np.ndarray)) else a
+             for a in args]
+    before = [a.copy() if isinstance(a, np.ndarray) else a for a in given]
+    try:
+        with np.errstate(all="ignore"):        # the reader's overflow is diagnosed, not printed
+            out = fn(*given, **kwargs)
+    except Exception as exc:  # the reader's bug, reported rather than raised
+        return None, f"raised {type(exc).__name__}: {exc}"
+    for a, b in zip(given, before):
+        if isinstance(a, np.ndarray) and not np.array_equal(a, b, equal_nan=True):
+            return None, "it modified an input array: work on a copy"
+    if isinstance(out, tuple):
+        return None, (f"it returned a tuple of {len(out)}; return only the advantages / "
+                      "losses array")
+    if out is None:
+        return None, "it returned None: return the array"
+    try:
+        return np.asarray(out, dtype=np.float64), None
+    except (TypeError, ValueError):
+        return None, f"it returned {type(out).__name__}, expected a float array"
+
+
+def _verdict(verbose):
+    def verdict(ok, message):
+        if verbose:
+            print(("PASS: " if ok else "NOT YET: ") + message)
+        return ok
+    return verdict
+
+
+def _gae_variants(r, v, gamma, lam):
+    """Common wrong versions of GAE, for naming the reader's mistake."""
+    T = r.shape[-1]
+    delta = r + gamma * v[..., 1:] - v[..., :-1]
+
+    def backward(d, k):
+        out, run = np.zeros_like(d), np.zeros_like(d[..., 0])
+        for t in range(T - 1, -1, -1):
+            run = d[..., t] + k * run
+            out[..., t] = run
+        return out
+
+    forward = np.zeros_like(delta)
+    run = np.zeros_like(delta[..., 0])
+    for t in range(T):
+        run = delta[..., t] + gamma * lam * run
+        forward[..., t] = run
+    return {
+        "lambda only (gamma missing from the decay)": backward(delta, lam),
+        "gamma only (lambda missing from the decay)": backward(delta, gamma),
+        "the TD error alone (no sum over later steps)": delta,
+        "accumulated forwards in time (from t = 0), not backwards from the end": forward,
+        "values shifted by one (V(s_t) and V(s_{t+1}) swapped)":
+            backward(r + gamma * v[..., :-1] - v[..., 1:], gamma * lam),
+    }
+
+
+def check_gae(fn, *, verbose=True) -> bool:
+    """Check ``fn(rewards, values, gamma, lam) -> advantages`` against GAE-lambda.
+
+    rewards (T,) or (N, T), values with one more step (the bootstrap value last); returns the
+    advantages only, of the rewards' shape.
+    """
+    from .gae import gae
+
+    verdict = _verdict(verbose)
+    cases = [([1.0, 0.0, 2.0], [0.5, 1.0, 0.5, 0.25], 0.9, 0.5, "the worked example")]
+    rng = np.random.default_rng(7)
+    r2, v2 = rng.normal(size=(3, 6)), rng.normal(size=(3, 7))
+    cases += [(r2, v2, 0.95, 0.0, "lambda = 0 (should be the one-step TD error)"),
+              (r2, v2, 0.95, 1.0, "lambda = 1 (should be the return minus V(s_t))"),
+              (r2, v2, 0.99, 0.95, "a batch of 3 sequences, gamma 0.99, lambda 0.95")]
+    for rewards, values, gamma, lam, name in cases:
+        r, v = np.asarray(rewards, dtype=float), np.asarray(values, dtype=float)
+        expected, _ = gae(r, v, gamma=gamma, lam=lam)
+        out, problem = _call(fn, r, v, gamma, lam)
+        if problem:
+            return verdict(False, f"on {name} your function {problem}")
+        if out.shape != expected.shape:
+            return verdict(False, f"on {name} it returned shape {out.shape}, expected "
+                                  f"{expected.shape} (the rewards' shape)")
+        if not np.allclose(out, expected, rtol=1e-9, atol=1e-12):
+            for what, wrong in _gae_variants(r, v, gamma, lam).items():
+                if np.allclose(out, wrong, rtol=1e-9, atol=1e-12):
+                    return verdict(False, f"on {name} the result matches {what}: "
+                                          "A_t = delta_t + gamma * lam * A_{t+1}, from the end")
+            return verdict(False, f"on {name} you gave {np.round(out, 4).tolist()}, expected "
+                                  f"{np.round(expected, 4).tolist()}")
+    return verdict(True, "the worked example, both lambda limits and a batch are all right")
+
+
+def check_clipped_surrogate(fn, *, verbose=True) -> bool:
+    """Check ``fn(logp, old_logp, adv, eps=0.2) -> per-token loss`` against PPO's clipped
+    surrogate, ``-min(r A, clip(r, 1 - eps, 1 + eps) A)`` with ``r = exp(logp - old_logp)``.
+    """
+    from .losses import clipped_surrogate_loss
+
+    verdict = _verdict(verbose)
+    ratio = np.array([[1.0, 1.5, 0.5, 0.5, 1.5]])
+    adv = np.array([[1.0, 1.0, 1.0, -1.0, -1.0]])
+    logp, old = np.log(ratio) - 1.0, np.full(ratio.shape, -1.0)
+    expected = clipped_surrogate_loss(logp, old, adv)               # [-1, -1.2, -0.5, 0.8, 1.5]
+    out, problem = _call(fn, logp, old, adv)
+    if problem:
+        return verdict(False, f"on the worked example your function {problem}")
+    if out.shape != ratio.shape:
+        return verdict(False, f"on inputs of shape {ratio.shape} it returned shape {out.shape}; "
+                              "the loss is per token, of the same shape")
+    if not np.allclose(out, expected, rtol=1e-9):
+        clip = np.clip(ratio, 0.8, 1.2)
+        hints = {
+            "the sign is flipped: that is the objective to maximise; return the loss to "
+            "minimise, -min(r A, clip(r) A)": -expected,
+            "optimistic: you took the larger of r A and clip(r) A (or the min of the two "
+            "losses); PPO takes the smaller objective, a pessimistic bound":
+                np.minimum(-ratio * adv, -clip * adv),
+            "only the clipped term: without the min with r A, a token the policy has made "
+            "LESS likely (r < 0.8, A > 0) would stop getting a gradient": -clip * adv,
+            "no clipping at all: -r A is the plain importance-sampled loss": -ratio * adv,
+            "the ratio is logp - old_logp; it is exp(logp - old_logp)":
+                -np.minimum(np.log(ratio) * adv, np.clip(np.log(ratio), 0.8, 1.2) * adv),
+        }
+        for hint, wrong in hints.items():
+            if np.allclose(out, wrong, rtol=1e-9):
+                return verdict(False, f"on the worked example: {hint}")
+        return verdict(False, f"on ratios {ratio[0].tolist()} with A = {adv[0].tolist()} you "
+                              f"gave {np.round(out, 4).tolist()}, expected "
+                              f"{np.round(expected, 4).tolist()}")
+
+    # a batch with per-token advantages: elementwise, nothing reduced
+    rng = np.random.default_rng(3)
+    old_b = rng.uniform(-5, -0.1, size=(4, 6))
+    logp_b = old_b + rng.normal(0, 0.4, size=(4, 6))
+    adv_b = rng.normal(size=(4, 6))
+    out, problem = _call(fn, logp_b, old_b, adv_b)
+    if problem:
+        return verdict(False, f"on a (4, 6) batch your function {problem}")
+    if out.shape != (4, 6) or not np.allclose(out, clipped_surrogate_loss(logp_b, old_b, adv_b)):
+        return verdict(False, "the worked example is right but a (4, 6) batch is not: keep it "
+                              "elementwise (no mean, no sum) and use eps for both bounds")
+
+    # a ratio that overflows: exp(800) is inf, and inf * 0 is NaN
+    out, problem = _call(fn, np.array([[0.0, 0.0]]), np.array([[-800.0, -800.0]]),
+                         np.array([[0.0, 1.0]]))
+    if problem:
+        return verdict(False, f"on a log-ratio of 800 your function {problem}")
+    if not np.all(np.isfinite(out)):
+        return verdict(False, "on a log-ratio of 800 (a stale old_logp) you gave "
+                              f"{out.tolist()}: exp(800) is inf, and inf * A with A = 0 is NaN. "
+                              "Clamp the log-ratio before exp (verl clamps it to [-20, 20])")
+    if not np.allclose(out, [[0.0, -1.2]]):
+        return verdict(False, f"on a log-ratio of 800 you gave {out.tolist()}, expected "
+                              "[[0, -1.2]]")
+    return verdict(True, "both clip sides, a batch, and a ratio that would overflow are all right")

@@ -17,7 +17,7 @@ def gae(rewards, values, gamma=1.0, lam=1.0):
     r"""Advantages and value targets from per-step rewards and a critic's values (GAE-lambda).
 
     Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized Advantage
-    Estimation", eqs. 10-16. With the TD error of step t
+    Estimation", section 3. With the TD error of step t
 
     .. math::
 

@@ -94,7 +94,7 @@ def _surrogate(log_ratio, adv, eps_low, eps_high, dual_clip):
     pg_loss2 = -adv * np.clip(ratio, 1 - eps_low, 1 + eps_high)   # clipped: -clip(r) A
     pg_loss = np.maximum(pg_loss1, pg_loss2)                      # = -min(r A, clip(r) A)
     if dual_clip is not None:
-        # Dual-clip (Ye et al. 2020, eq. 6): for A < 0 the objective is also bounded below by
+        # Dual-clip (Ye et al. 2020): for A < 0 the objective is also bounded below by
         # c A, so a token whose ratio has run far above 1 cannot dominate the batch.
         pg_loss3 = -adv * dual_clip                                # (N, 1) or (N, T)
         pg_loss = np.where(adv < 0, np.minimum(pg_loss, pg_loss3), pg_loss)
@@ -106,7 +106,7 @@ def _surrogate(log_ratio, adv, eps_low, eps_high, dual_clip):
 def clipped_surrogate_loss(logp, old_logp, adv, *, eps_low=0.2, eps_high=None, dual_clip=None):
     r"""PPO's clipped surrogate as a per-token loss to minimise.
 
-    Schulman et al. 2017, eq. 7, with the ratio :math:`r_t = \pi_\theta(y_t)/\pi_{old}(y_t)`:
+    Schulman et al. 2017, eq. 7 (L^CLIP), with the ratio :math:`r_t = \pi_\theta(y_t)/\pi_{old}(y_t)`:
 
     .. math::
 
@@ -177,7 +177,7 @@ def _mean_log_ratio(lp, old, m, work):
 
 
 def sequence_ratio(logp, old_logp, mask):
-    r"""GSPO's sequence-level importance ratio, normalised by length (Zheng et al. 2025, eq. 7).
+    r"""GSPO's sequence-level importance ratio, normalised by length (GSPO, Zheng et al. 2025).
 
     .. math::
 

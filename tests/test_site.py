@@ -48,3 +48,14 @@ def test_chapter_one_shows_the_package_source_and_checked_numbers(site):
     assert "def group_advantages" in text           # the real source, highlighted
     assert "PASS: worked example" in text          # the drill's solution passes its checker
     assert "0.8200" in text                         # P(all-equal) at G=2, p=0.1, computed live
+
+
+@pytest.mark.site
+def test_chapter_two_shows_the_package_source_and_checked_numbers(site):
+    html = (site / "chapters" / "02_ppo_to_grpo.html").read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "def clipped_surrogate_loss" in text and "def gae" in text   # the real source
+    assert "PASS: the worked example, both lambda limits" in text       # drill 1's solution
+    assert "PASS: both clip sides" in text                              # drill 2's solution
+    assert "saved: 112 GB (44%)" in text                                # the 7B memory table
+    assert "tag_hide-input" in html                                     # solutions are hidden
