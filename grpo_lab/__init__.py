@@ -5,15 +5,35 @@ NumPy is the reference implementation; ``import grpo_lab`` never imports torch.
 
 Where each name is taught:
 
-__all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
-           "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
-           "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "kl_theory", "sequence_ratio",
-           "show_source", "training_memory", "drills", "drills_kl", "hidden_string", "sliders",
-           "widgets", "widgets_kl"]
-
-# drills, sliders, widgets: need matplotlib / ipywidgets; hidden_string: the training code.
-# Imported on first use, so that `import grpo_lab` stays light.
-_LAZY = ("drills", "drills_kl", "hidden_string", "sliders", "widgets", "widgets_kl")
+==============================  ==========================================================
+``gl.group_advantages``         chapter 1, group-relative advantages
+``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
+``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
+``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
+``gl.aggregation_weights``      chapter 2, each token's weight under grpo, dapo, dr_grpo
+``gl.aggregate_loss``           chapter 2, loss aggregation and its length bias
+``gl.sequence_ratio``           chapter 2, GSPO's sequence-level ratio
+``gl.grpo_loss``                chapter 2, the whole GRPO loss and its diagnostics
+``gl.training_memory``          chapter 2, what PPO and GRPO hold in memory, in bytes
+``gl.hidden_string``            chapter 2, the PPO vs GRPO training comparison (a toy task)
+``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
+``gl.kl_theory``                chapter 3, closed forms and exact gradients to check them by
+``gl.widgets_kl``               chapter 3's sliders: estimator distributions, beta
+``gl.round_trip``               chapter 4, what storing in float16 / bfloat16 does to a number
+``gl.rounded_matmul``           chapter 4, two kernels, one product: training/inference mismatch
+``gl.log_softmax``              chapter 4, a log-softmax that survives low precision
+``gl.token_logprobs``           chapter 4, per-token logp from logits, float32 or wider
+``gl.sequence_logprob_sum``     chapter 4, log-probs summed over T up to 32k (and ``_mean``)
+``gl.error_table``              chapter 4, a function's error per dtype against float64
+``gl.show_source``              every chapter: shows the package's real code
+``gl.widgets``                  the chapters' sliders (figure functions and explorers)
+``gl.sliders``                  the slider mechanism: live ipywidgets in Jupyter, precomputed
+                                frames on the static site (its docstring says how a chapter
+                                adds sliders)
+``gl.drills``                   checkers for the implement-it drills
+``gl.drills_kl``                chapter 3's drill checkers
+``gl.drills_precision``         chapter 4's drill checkers (float16 / bfloat16 inputs)
+==============================  ==========================================================
 """
 
 from __future__ import annotations
@@ -25,21 +45,36 @@ from .advantages import BASELINES, SCALES, group_advantages
 from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
+from .logprobs import log_softmax, sequence_logprob_mean, sequence_logprob_sum, token_logprobs
 from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, sequence_ratio
 from .memory import training_memory
+from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, round_trip,
+                        rounded_matmul, unit_roundoff)
 from .source import show_source
 
 __version__ = "0.1.0"
 
-__all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
-           "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
-           "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "kl_theory", "sequence_ratio",
-           "show_source", "training_memory", "drills", "drills_kl", "hidden_string", "sliders",
-           "widgets", "widgets_kl"]
+# One line per chapter, so that a new chapter adds a line rather than editing one.
+__all__ = [
+    "show_source",
+    "BASELINES", "SCALES", "group_advantages", "group_stats",                        # ch. 1
+    "AGGREGATIONS", "LEVELS", "MAX_LOG_RATIO", "aggregate_loss", "aggregation_weights",
+    "clipped_surrogate_loss", "gae", "grpo_loss", "sequence_ratio", "training_memory",  # ch. 2
+    "kl_k1", "kl_k2", "kl_k3", "kl_theory",                                          # ch. 3
+    "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax", "round_trip",
+    "rounded_matmul", "sequence_logprob_mean", "sequence_logprob_sum", "token_logprobs",
+    "unit_roundoff",                                                                 # ch. 4
+]
 
-# drills, sliders, widgets: need matplotlib / ipywidgets; hidden_string: the training code.
-# Imported on first use, so that `import grpo_lab` stays light.
-_LAZY = ("drills", "drills_kl", "hidden_string", "sliders", "widgets", "widgets_kl")
+# Imported on first use, so that `import grpo_lab` stays light: the drills, sliders and
+# widgets need matplotlib / ipywidgets; hidden_string is training code.
+_LAZY = (
+    "drills", "sliders", "widgets",
+    "hidden_string",                                                                 # ch. 2
+    "drills_kl", "widgets_kl",                                                       # ch. 3
+    "drills_precision",                                                              # ch. 4
+)
+__all__ += list(_LAZY)
 
 
 def __getattr__(name):
