@@ -25,6 +25,9 @@ Where each name is taught:
 ``gl.token_logprobs``           chapter 4, per-token logp from logits, float32 or wider
 ``gl.sequence_logprob_sum``     chapter 4, log-probs summed over T up to 32k (and ``_mean``)
 ``gl.error_table``              chapter 4, a function's error per dtype against float64
+``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
+``gl.process_advantages``       chapter 8, DeepSeekMath's process-supervision advantages
+``gl.steps_to_tokens``          chapter 8, per-step values spread over each step's tokens
 ``gl.show_source``              every chapter: shows the package's real code
 ``gl.widgets``                  the chapters' sliders (figure functions and explorers)
 ``gl.sliders``                  the slider mechanism: live ipywidgets in Jupyter, precomputed
@@ -33,6 +36,8 @@ Where each name is taught:
 ``gl.drills``                   checkers for the implement-it drills
 ``gl.drills_kl``                chapter 3's drill checkers
 ``gl.drills_precision``         chapter 4's drill checkers (float16 / bfloat16 inputs)
+``gl.drills_production``        chapter 8's drill checker (process advantages)
+``gl.widgets_production``       chapter 8's figures (advantages per system, process vs outcome)
 ==============================  ==========================================================
 """
 
@@ -50,6 +55,8 @@ from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, se
 from .memory import training_memory
 from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, round_trip,
                         rounded_matmul, unit_roundoff)
+from . import presets
+from .process import process_advantages, steps_to_tokens
 from .source import show_source
 
 __version__ = "0.1.0"
@@ -64,6 +71,7 @@ __all__ = [
     "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax", "round_trip",
     "rounded_matmul", "sequence_logprob_mean", "sequence_logprob_sum", "token_logprobs",
     "unit_roundoff",                                                                 # ch. 4
+    "presets", "process_advantages", "steps_to_tokens",                             # ch. 8
 ]
 
 # Imported on first use, so that `import grpo_lab` stays light: the drills, sliders and
@@ -73,6 +81,7 @@ _LAZY = (
     "hidden_string",                                                                 # ch. 2
     "drills_kl", "widgets_kl",                                                       # ch. 3
     "drills_precision",                                                              # ch. 4
+    "drills_production", "widgets_production",                                       # ch. 8
 )
 __all__ += list(_LAZY)
 

@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 __all__ = [
+    "as_counts",
     "as_float_array",
     "as_mask",
     "check_choice",
@@ -194,6 +195,24 @@ def as_mask(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"{name}: expected only 0 and 1 (or bools), got {arr[where]} at index {where}")
     return values == 1
+
+
+def as_counts(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
+    """Validate an array of counts (token lengths, ...) of exactly ``shape``: integers >= 0.
+
+    Returned as a new int64 array. Floats are refused even when whole (``3.0``): a count that
+    arrives as a float has usually been averaged or divided somewhere on the way.
+    """
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name}: expected an integer array of counts{shape_doc}, got {describe(x)}")
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected integer counts{shape_doc}, got dtype {arr.dtype}")
+    check_shape(name, arr, shape, shape_doc)
+    if (arr < 0).any():
+        where = tuple(int(i) for i in np.argwhere(arr < 0)[0])
+        raise ValueError(f"{name}: expected counts >= 0, got {arr[where]} at index {where}")
+    return arr.astype(np.int64)
 
 
 def cast_result(names: str, what: str, x: np.ndarray, dtype) -> np.ndarray:
