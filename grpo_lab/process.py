@@ -110,10 +110,10 @@ def process_advantages(step_rewards, step_mask, eps=1e-8, *, ddof=0):
                      why=f" so that every group's step count - ddof > 0 (the smallest group "
                          f"has {fewest} step(s))")
 
-    x = r.astype(working_dtype(out_dtype)).reshape(B, G * K)       # (B, G*K), a copy
     mf = m.reshape(B, G * K)                                       # (B, G*K)
+    x = np.where(mf, r.astype(working_dtype(out_dtype)).reshape(B, G * K), 0.0)  # padding -> 0
     # Divide by a power of two near max |r| over the real steps (exact), so no square overflows.
-    _, k = np.frexp(np.where(mf, np.abs(x), 0.0).max())
+    _, k = np.frexp(np.abs(x).max())
     x = np.ldexp(x, -k)
 
     # The next four lines are the normalisation over R, about the group's first real step.
