@@ -323,11 +323,11 @@ KNOB_MAP: tuple[Row, ...] = (
          "**on by default**", ("V1", "V2")),
         ("`--dual_clip` (default None: off)", ("O1", "O2"))),
     Row("KL estimator",
-        ("`kl=\"k1\" | \"k2\" | \"k3\"` (default k3)", _G),
+        ("`kl=\"k1\"`, `\"k2\"` or `\"k3\"` (default k3)", _G),
         ("k3 only, written out in `_compute_loss`", ("T2",)),
         ("loss: `actor.kl_loss_type=low_var_kl` (k3); reward: `algorithm.kl_penalty=kl` (k1); "
          "k1, k2, k3, abs available", ("V1", "V2")),
-        ("`--kl_estimator k1` (k1 | k2 | k3); the CLI recommends k2 or k3 with "
+        ("`--kl_estimator k1` (k1, k2 or k3); the CLI recommends k2 or k3 with "
          "`--use_kl_loss`", ("O1",))),
     Row("KL coefficient",
         ("`beta=0.04` (DeepSeekMath)", _G),

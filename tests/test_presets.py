@@ -110,6 +110,7 @@ def test_every_cell_cites_a_source_of_its_own_system():
         assert cells[0][1] == ("grpo_lab",), row.concept
         for col, (text, keys) in enumerate(cells[1:], start=1):
             assert text.strip(), row.concept
+            assert "|" not in text, (row.concept, "a pipe ends a Markdown table cell")
             assert keys and all(k.startswith(prefix[col]) and k in gl.presets.SOURCES
                                 for k in keys), (row.concept, keys)
 
