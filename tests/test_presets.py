@@ -191,3 +191,15 @@ def test_default_loss_checks_the_mask():
     logp = np.zeros((2, 3))
     with pytest.raises(ValueError, match="mask: expected shape"):
         gl.presets.default_loss("trl", [[1.0, 0.0]], logp, logp, np.ones((2, 2)))
+
+
+def test_the_chapter_prints_the_package_map():
+    """Chapter 8's map is a Markdown cell written from knob_map_markdown(): they must agree."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "chapters" / "08_production_knobs.ipynb"
+    cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+             if c["cell_type"] == "markdown"]
+    assert any(gl.presets.knob_map_markdown().strip() in c for c in cells), \
+        "re-author the chapter: its map no longer matches grpo_lab.presets"

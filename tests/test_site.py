@@ -97,6 +97,23 @@ def test_chapter_three_shows_the_source_the_table_and_the_gradient_checks(site):
     assert "PASS: your closed form" in text                     # drill 2's solution passes
 
 
+@pytest.mark.site
+def test_chapter_eight_shows_the_map_the_sources_and_checked_numbers(site):
+    import html as html_lib
+
+    import grpo_lab as gl
+
+    page = (site / "chapters" / "08_production_knobs.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert page.count("<tr") >= 1 + len(gl.presets.KNOB_MAP)      # the map is a real table
+    for source in gl.presets.SOURCES.values():                    # every version it cites
+        assert source.path in text and (not source.commit or source.commit[:10] in text)
+    assert "def process_advantages" in text and "def default_loss" in text   # the real source
+    assert "TRL's loss with verl's dual-clip: +0.0866" in text    # computed when built
+    assert "K = 1 equals outcome supervision: True" in text
+    assert "PASS: worked example, ragged steps and an all-equal group" in text   # the drill
+
+
 def broken_links(site: Path) -> list:
     """Every relative href/src of every page must point at a file of the site, and every
     #anchor at an id on its target page (Sphinx's -n checks references; this checks the HTML)."""
