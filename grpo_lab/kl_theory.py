@@ -18,6 +18,7 @@ import numpy as np
 
 from ._checks import as_float_array, check_choice, check_int, check_real
 from .kl import kl_k3
+from .logprobs import log_softmax  # re-exported: chapter 3 calls gl.kl_theory.log_softmax
 
 __all__ = [
     "gaussian_estimator_moments",
@@ -99,18 +100,6 @@ def _logits_pair(logits, ref_logits, names=("logits", "ref_logits")):
     if a.size < 2:
         raise ValueError(f"{names[0]}: expected V >= 2 tokens, got shape {a.shape}")
     return a.astype(np.float64), b.astype(np.float64)
-
-
-def log_softmax(logits):
-    """``log softmax`` along the last axis, shifted by the max so that no exp overflows.
-
-    >>> log_softmax(np.log([1.0, 1.0, 2.0])).round(4)     # probabilities 1/4, 1/4, 1/2
-    array([-1.3863, -1.3863, -0.6931])
-    """
-    z, _ = as_float_array("logits", logits, shape_doc=" of logits, shape (..., V)")
-    z = z.astype(np.float64)
-    z = z - z.max(axis=-1, keepdims=True)                   # (..., V), max is 0
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def kl_categorical(logits, ref_logits):

@@ -163,12 +163,18 @@ def clip_objective_figure(eps_low=0.2, eps_high=None, dual_clip=None, *, max_rat
     return fig
 
 
+def _clip_explorer_figure(eps_low=0.2, eps_high=0.28, dual_clip=3.0, use_dual=True, *,
+                          fig=None):
+    """``clip_objective_figure`` with dual-clip switched by a checkbox (for the explorer)."""
+    return clip_objective_figure(eps_low, eps_high, dual_clip if use_dual else None, fig=fig)
+
+
 def clip_explorer(eps_low=0.2, eps_high=0.28, dual_clip=3.0):
     """Sliders for ``clip_objective_figure``: eps_low, eps_high, and dual-clip's c (with a
-    checkbox to switch it off)."""
+    checkbox to switch it off). Live in Jupyter; on the static site over a small grid."""
     import ipywidgets as w
-    import matplotlib.pyplot as plt
-    from IPython.display import display
+
+    from .sliders import explorer
 
     controls = {
         "eps_low": w.FloatSlider(value=eps_low, min=0.0, max=0.9, step=0.01,
@@ -179,26 +185,15 @@ def clip_explorer(eps_low=0.2, eps_high=0.28, dual_clip=3.0):
                                    description="dual-clip c"),
         "use_dual": w.Checkbox(value=dual_clip is not None, description="dual-clip"),
     }
-    out = w.Output()
-    with out:
-        fig = plt.figure(figsize=(10, 3.6))
-        plt.close(fig)
 
-    def redraw(_change=None):
-        v = {name: c.value for name, c in controls.items()}
-        controls["dual_clip"].disabled = not v["use_dual"]
-        clip_objective_figure(v["eps_low"], v["eps_high"],
-                              v["dual_clip"] if v["use_dual"] else None, fig=fig)
-        with out:
-            out.clear_output(wait=True)
-            display(fig)
+    def disable_dual(controls):  # c means nothing with dual-clip off
+        controls["dual_clip"].disabled = not controls["use_dual"].value
 
-    for c in controls.values():
-        c.observe(redraw, names="value")
-    redraw()
-    box = w.VBox([w.HBox(list(controls.values())), out])
-    box.redraw, box.controls, box.figure = redraw, controls, fig
-    return box
+    grid = {"eps_low": sorted({0.1, 0.2, float(eps_low)}),
+            "eps_high": sorted({0.2, 0.28, 0.5, float(eps_high)}),
+            "dual_clip": sorted({2.0, 3.0, float(dual_clip or 3.0)}),
+            "use_dual": [False, True]}
+    return explorer(_clip_explorer_figure, controls, grid, before_draw=disable_dual)
 
 
 def gae_figure(rewards, values, lams=(0.0, 0.5, 0.9, 1.0), gamma=1.0, *, fig=None):
