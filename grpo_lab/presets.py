@@ -18,9 +18,10 @@ What was read, and how far it goes: each system was read at the commits listed i
 :data:`SOURCES`, from a stored copy of its public repository. The config file and the code
 that uses it were not always available at the same commit, so a row can describe two commits;
 the row says which. A cell that says *not verified* was not read in any of these files: it is
-a pointer for the reader to check, not a fact. Defaults move between releases (TRL's ``beta``
-went from 0.04 to 0.0, its ``loss_type`` default is now ``"dapo"``): check your version's
-files before you trust a number here.
+a pointer for the reader to check, not a fact. Defaults move between releases (older copies of
+TRL's ``grpo_config.py`` give ``beta`` 0.04, T1 gives 0.0; the trainer at T2 knows no
+``"dapo"``, which T1 makes the default ``loss_type``): check your version's files before you
+trust a number here.
 """
 
 from __future__ import annotations
@@ -334,7 +335,8 @@ KNOB_MAP: tuple[Row, ...] = (
         ("`beta=0.0`: no KL and no reference model", ("T1",)),
         ("`actor.kl_loss_coef=0.001`; `algorithm.kl_ctrl.kl_coef=0.001`, type fixed; both "
          "unused unless switched on (next row)", ("V1",)),
-        ("`--init_kl_coef 0.01`; `--kl_target None` keeps it fixed", ("O1",))),
+        ("`--init_kl_coef 0.01`; `--kl_target` (default None) selects the controller, whose "
+         "code was not read", ("O1",))),
     Row("KL in the reward or in the loss",
         ("in the loss (`grpo_loss`); chapter 3 compares the two", _G),
         ("in the loss: `per_token_loss + beta * per_token_kl`", ("T2",)),
