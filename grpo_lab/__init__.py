@@ -25,6 +25,12 @@ Where each name is taught:
 ``gl.token_logprobs``           chapter 4, per-token logp from logits, float32 or wider
 ``gl.sequence_logprob_sum``     chapter 4, log-probs summed over T up to 32k (and ``_mean``)
 ``gl.error_table``              chapter 4, a function's error per dtype against float64
+``gl.accuracy_reward``          chapter 5, rule-based verifier of the <answer> tag
+``gl.format_reward``            chapter 5, the R1 <think>/<answer> format
+``gl.overlong_penalty``         chapter 5, DAPO's soft overlong punishment
+``gl.weighted_sum``             chapter 5, combining rewards by a weighted sum
+``gl.normalise_then_sum``       chapter 5, combining rewards after group normalisation
+``gl.rewards``                  chapter 5, the module (extract_answer, parse_number, ...)
 ``gl.show_source``              every chapter: shows the package's real code
 ``gl.widgets``                  the chapters' sliders (figure functions and explorers)
 ``gl.sliders``                  the slider mechanism: live ipywidgets in Jupyter, precomputed
@@ -40,7 +46,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import group_stats, kl_theory
+from . import group_stats, kl_theory, rewards
 from .advantages import BASELINES, SCALES, group_advantages
 from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .gae import gae
@@ -50,6 +56,8 @@ from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, se
 from .memory import training_memory
 from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, round_trip,
                         rounded_matmul, unit_roundoff)
+from .rewards import (accuracy_reward, format_reward, normalise_then_sum, overlong_penalty,
+                      weighted_sum)
 from .source import show_source
 
 __version__ = "0.1.0"
@@ -64,6 +72,8 @@ __all__ = [
     "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax", "round_trip",
     "rounded_matmul", "sequence_logprob_mean", "sequence_logprob_sum", "token_logprobs",
     "unit_roundoff",                                                                 # ch. 4
+    "accuracy_reward", "format_reward", "normalise_then_sum", "overlong_penalty", "rewards",
+    "weighted_sum",                                                                  # ch. 5
 ]
 
 # Imported on first use, so that `import grpo_lab` stays light: the drills, sliders and
