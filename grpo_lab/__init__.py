@@ -36,9 +36,10 @@ Where each name is taught:
 ``gl.sliders``                  the slider mechanism: live ipywidgets in Jupyter, precomputed
                                 frames on the static site (its docstring says how a chapter
                                 adds sliders)
-``gl.drills``                   checkers for the implement-it drills
-``gl.drills_kl``                chapter 3's drill checkers
-``gl.drills_precision``         chapter 4's drill checkers (float16 / bfloat16 inputs)
+``gl.drills``                   every drill's checker (chapters 1-5, collected in chapter 9),
+                                and ``gl.drills.catalogue``, the wrong answers that prove them
+``gl.drills_kl``                chapter 3's name for its checkers (an alias of ``gl.drills``)
+``gl.drills_precision``         chapter 4's name for its checkers (an alias of ``gl.drills``)
 ==============================  ==========================================================
 """
 
