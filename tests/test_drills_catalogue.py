@@ -169,3 +169,13 @@ def test_the_drills_subpackage_is_installed_with_the_package():
         include = config["packages"]["find"]["include"]
         assert all(any(re.fullmatch(p.replace(".", r"\.").replace("*", ".*"), f) for p in include)
                    for f in found), include
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_a_checker_called_wrongly_raises_a_type_error_naming_the_argument(checker, capsys):
+    check = getattr(gl.drills, checker)
+    with pytest.raises(TypeError, match=r"fn: expected the function to check .*got int 5"):
+        check(5)
+    with pytest.raises(TypeError, match=r"verbose: expected True or False, got str 'yes'"):
+        check(CATALOGUE[checker.removeprefix("check_")].rights[0], verbose="yes")
+    assert capsys.readouterr().out == ""

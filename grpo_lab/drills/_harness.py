@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import is_float_dtype
+from .._checks import describe, is_float_dtype
 
 __all__ = ["call", "verdict"]
 
-def verdict(verbose: bool):
-    """A ``say(ok, message) -> ok`` that prints ``PASS: message`` or ``NOT YET: message``."""
+def verdict(verbose: bool, fn):
+    """A ``say(ok, message) -> ok`` that prints ``PASS: message`` or ``NOT YET: message``.
+
+    Checks the checker's own arguments first: those are the caller's, not the drill's, so a
+    wrong one is an error (a TypeError naming it), not a verdict.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn: expected the function to check (a callable, e.g. "
+                        f"my_group_advantages), got {describe(fn)}")
+    if not isinstance(verbose, (bool, np.bool_)):
+        raise TypeError(f"verbose: expected True or False, got {describe(verbose)}")
+
     def say(ok: bool, message: str) -> bool:
         if verbose:
             print(("PASS: " if ok else "NOT YET: ") + message)

@@ -27,7 +27,7 @@ def check_group_advantages(fn, *, eps=1e-8, verbose=True) -> bool:
     The drill: rewards (B, G) -> (r - group mean) / (group std + eps), statistics along the
     last axis, ddof=0, an all-equal group giving 0.
     """
-    verdict = _verdict(verbose)
+    verdict = _verdict(verbose, fn)
 
     # 1. the worked example
     out, problem = _run(fn, [[1.0, 0.0, 1.0, 0.0]])

@@ -106,7 +106,7 @@ def check_aggregate_loss(fn, *, verbose=True) -> bool:
     (padding counted, the other modes' normalisers, a batch-dependent Dr. GRPO divisor, the
     lengths over the wrong axis) so the verdict can name it.
     """
-    say = _verdict(verbose)
+    say = _verdict(verbose, fn)
     for name, loss, mask, max_len in _cases():
         modes = ("dr_grpo",) if max_len is not None else _MODES
         for mode in modes:

@@ -52,7 +52,7 @@ def check_gae(fn, *, verbose=True) -> bool:
     rewards (T,) or (N, T), values with one more step (the bootstrap value last); returns the
     advantages only, of the rewards' shape.
     """
-    verdict = _verdict(verbose)
+    verdict = _verdict(verbose, fn)
     cases = [([1.0, 0.0, 2.0], [0.5, 1.0, 0.5, 0.25], 0.9, 0.5, "the worked example")]
     rng = np.random.default_rng(7)
     r2, v2 = rng.normal(size=(3, 6)), rng.normal(size=(3, 7))

@@ -25,7 +25,7 @@ def check_kl_k3(fn, *, verbose=True) -> bool:
     Tokens are sampled from pi_theta; the answer must keep the shape, never be negative, be
     exactly 0 where the two log-probs agree, and stay accurate for tiny gaps (use expm1).
     """
-    say = _verdict(verbose)
+    say = _verdict(verbose, fn)
     logp, ref_logp = np.log([0.5, 0.25]), np.log([0.25, 0.5])
     expected = kl_k3(logp, ref_logp)                     # [log 2 - 0.5, 1 - log 2]
 
@@ -88,7 +88,7 @@ def check_k3_loss_gradient(fn, *, verbose=True) -> bool:
     answer is ``sum_x pi_theta(x) * d k3(x) / d logits``, tokens x ~ pi_theta held fixed:
     the closed form the chapter asks the reader to derive.
     """
-    say = _verdict(verbose)
+    say = _verdict(verbose, fn)
     rng = np.random.default_rng(3)
     for case in range(4):
         V = 3 + case

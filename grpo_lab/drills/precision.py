@@ -36,7 +36,7 @@ def check_log_softmax(fn, *, verbose=True) -> bool:
     The drill: shift by the row max (no exp overflows), accumulate the sum of exponentials
     in float32 or wider, and return float32 or wider.
     """
-    say = _verdict(verbose)
+    say = _verdict(verbose, fn)
 
     # 1. the worked example, with the usual mix-ups named
     z = np.log([[1.0, 1.0, 2.0], [1.0, 3.0, 4.0]])                 # (2, V=3), float64
@@ -96,7 +96,7 @@ def check_sequence_logprob_sum(fn, *, verbose=True) -> bool:
     The drill: padding (mask 0) never enters, the sum runs along the last axis, it is
     accumulated in float32 or wider, and the result is returned in float32 or wider.
     """
-    say = _verdict(verbose)
+    say = _verdict(verbose, fn)
 
     # 1. the worked example: the padded token is -99
     logp = np.array([[-1.0, -2.0, -99.0], [-0.5, -0.5, -0.5]])

@@ -64,7 +64,7 @@ FORMAT_CASES = (
 
 def check_format_reward(fn, *, verbose=True) -> bool:
     """Check ``fn(completion) -> 1.0 or 0.0`` on FORMAT_CASES, the rewards of gl.format_reward."""
-    say = _verdict(verbose)
+    say = _verdict(verbose, fn)
     for name, text, expected, hint in FORMAT_CASES:
         out, problem = call(fn, text, returns="1.0 or 0.0")
         if problem:

@@ -21,7 +21,7 @@ def check_clipped_surrogate(fn, *, verbose=True) -> bool:
     """Check ``fn(logp, old_logp, adv, eps=0.2) -> per-token loss`` against PPO's clipped
     surrogate, ``-min(r A, clip(r, 1 - eps, 1 + eps) A)`` with ``r = exp(logp - old_logp)``.
     """
-    verdict = _verdict(verbose)
+    verdict = _verdict(verbose, fn)
     ratio = np.array([[1.0, 1.5, 0.5, 0.5, 1.5]])
     adv = np.array([[1.0, 1.0, 1.0, -1.0, -1.0]])
     logp, old = np.log(ratio) - 1.0, np.full(ratio.shape, -1.0)
