@@ -25,6 +25,12 @@ Where each name is taught:
 ``gl.token_logprobs``           chapter 4, per-token logp from logits, float32 or wider
 ``gl.sequence_logprob_sum``     chapter 4, log-probs summed over T up to 32k (and ``_mean``)
 ``gl.error_table``              chapter 4, a function's error per dtype against float64
+``gl.accuracy_reward``          chapter 5, rule-based verifier of the <answer> tag
+``gl.format_reward``            chapter 5, the R1 <think>/<answer> format
+``gl.overlong_penalty``         chapter 5, DAPO's soft overlong punishment
+``gl.weighted_sum``             chapter 5, combining rewards by a weighted sum
+``gl.normalise_then_sum``       chapter 5, combining rewards after group normalisation
+``gl.rewards``                  chapter 5, the module (extract_answer, parse_number, ...)
 ``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
 ``gl.process_advantages``       chapter 8, DeepSeekMath's process-supervision advantages
 ``gl.steps_to_tokens``          chapter 8, per-step values spread over each step's tokens
@@ -33,10 +39,11 @@ Where each name is taught:
 ``gl.sliders``                  the slider mechanism: live ipywidgets in Jupyter, precomputed
                                 frames on the static site (its docstring says how a chapter
                                 adds sliders)
-``gl.drills``                   checkers for the implement-it drills
-``gl.drills_kl``                chapter 3's drill checkers
-``gl.drills_precision``         chapter 4's drill checkers (float16 / bfloat16 inputs)
-``gl.drills_production``        chapter 8's drill checker (process advantages)
+``gl.drills``                   every drill's checker (chapters 1-5, collected in chapter 9),
+                                and ``gl.drills.catalogue``, the wrong answers that prove them
+``gl.drills_kl``                chapter 3's name for its checkers (an alias of ``gl.drills``)
+``gl.drills_precision``         chapter 4's name for its checkers (an alias of ``gl.drills``)
+``gl.drills_production``        chapter 8's name for its checker (an alias of ``gl.drills``)
 ``gl.widgets_production``       chapter 8's figures (advantages per system, process vs outcome)
 ==============================  ==========================================================
 """
@@ -45,7 +52,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import group_stats, kl_theory
+from . import group_stats, kl_theory, presets, rewards
 from .advantages import BASELINES, SCALES, group_advantages
 from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .gae import gae
@@ -55,7 +62,8 @@ from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, se
 from .memory import training_memory
 from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, round_trip,
                         rounded_matmul, unit_roundoff)
-from . import presets
+from .rewards import (accuracy_reward, format_reward, normalise_then_sum, overlong_penalty,
+                      weighted_sum)
 from .process import process_advantages, steps_to_tokens
 from .source import show_source
 
@@ -71,6 +79,8 @@ __all__ = [
     "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax", "round_trip",
     "rounded_matmul", "sequence_logprob_mean", "sequence_logprob_sum", "token_logprobs",
     "unit_roundoff",                                                                 # ch. 4
+    "accuracy_reward", "format_reward", "normalise_then_sum", "overlong_penalty", "rewards",
+    "weighted_sum",                                                                  # ch. 5
     "presets", "process_advantages", "steps_to_tokens",                             # ch. 8
 ]
 

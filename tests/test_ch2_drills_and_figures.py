@@ -1,4 +1,4 @@
-"""Chapter 2's drill checkers (accept right answers, name wrong ones) and figure functions."""
+"""Chapter 2's figure functions (its drill checkers are proven in test_drills_catalogue.py)."""
 
 import matplotlib
 import numpy as np
@@ -7,112 +7,6 @@ import pytest
 import grpo_lab as gl
 
 matplotlib.use("Agg")
-
-
-# --- check_gae ------------------------------------------------------------------------------
-
-def gae_right(rewards, values, gamma, lam):
-    T = rewards.shape[-1]
-    delta = rewards + gamma * values[..., 1:] - values[..., :-1]
-    adv = np.zeros_like(delta)
-    running = 0.0
-    for t in reversed(range(T)):
-        running = delta[..., t] + gamma * lam * running
-        adv[..., t] = running
-    return adv
-
-
-def _decay(rewards, values, gamma, lam):
-    delta = rewards + gamma * values[..., 1:] - values[..., :-1]
-    adv, running = np.zeros_like(delta), 0.0
-    for t in reversed(range(rewards.shape[-1])):
-        running = delta[..., t] + lam * running                   # gamma missing
-        adv[..., t] = running
-    return adv
-
-
-def gae_td_only(rewards, values, gamma, lam):
-    return rewards + gamma * values[..., 1:] - values[..., :-1]
-
-
-def gae_forward(rewards, values, gamma, lam):
-    delta = rewards + gamma * values[..., 1:] - values[..., :-1]
-    adv, running = np.zeros_like(delta), 0.0
-    for t in range(rewards.shape[-1]):
-        running = delta[..., t] + gamma * lam * running
-        adv[..., t] = running
-    return adv
-
-
-def gae_tuple(rewards, values, gamma, lam):
-    adv = gae_right(rewards, values, gamma, lam)
-    return adv, adv + values[..., :-1]
-
-
-def gae_in_place(rewards, values, gamma, lam):
-    rewards += 0.0 * rewards
-    values[..., -1] = 0.0
-    return gae_right(rewards, values, gamma, lam)
-
-
-def test_check_gae_accepts_the_right_answer_and_the_package(capsys):
-    assert gl.drills.check_gae(gae_right)
-    assert gl.drills.check_gae(lambda r, v, g, l: gl.gae(r, v, g, l)[0])
-    assert capsys.readouterr().out.startswith("PASS: ")
-
-
-@pytest.mark.parametrize("fn, words", [
-    (_decay, "lambda only (gamma missing from the decay)"),
-    (gae_td_only, "the TD error alone"),
-    (gae_forward, "accumulated forwards in time"),
-    (gae_tuple, "it returned a tuple of 2; return only the advantages"),
-    (gae_in_place, "it modified an input array"),
-    (lambda r, v, g, l: gae_right(r, v, g, l).mean(), "returned shape ()"),
-    (lambda r, v, g, l: 1 / 0, "raised ZeroDivisionError"),
-])
-def test_check_gae_names_the_mistake(fn, words, capsys):
-    assert not gl.drills.check_gae(fn)
-    out = capsys.readouterr().out
-    assert out.startswith("NOT YET: ") and words in out, out
-
-
-# --- check_clipped_surrogate -------------------------------------------------------------------
-
-def surrogate_right(logp, old_logp, adv, eps=0.2):
-    ratio = np.exp(np.clip(logp - old_logp, -20, 20))
-    return -np.minimum(ratio * adv, np.clip(ratio, 1 - eps, 1 + eps) * adv)
-
-
-def surrogate_unclamped(logp, old_logp, adv, eps=0.2):
-    ratio = np.exp(logp - old_logp)
-    return -np.minimum(ratio * adv, np.clip(ratio, 1 - eps, 1 + eps) * adv)
-
-
-def test_check_clipped_surrogate_accepts_the_right_answer_and_the_package(capsys):
-    assert gl.drills.check_clipped_surrogate(surrogate_right)
-    assert gl.drills.check_clipped_surrogate(
-        lambda lp, old, a, eps=0.2: gl.clipped_surrogate_loss(lp, old, a, eps_low=eps))
-    assert "PASS: both clip sides" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("fn, words", [
-    (lambda lp, o, a, eps=0.2: -surrogate_right(lp, o, a), "the sign is flipped"),
-    (lambda lp, o, a, eps=0.2: np.minimum(-np.exp(lp - o) * a,
-                                          -np.clip(np.exp(lp - o), 0.8, 1.2) * a), "optimistic"),
-    (lambda lp, o, a, eps=0.2: -np.clip(np.exp(lp - o), 0.8, 1.2) * a, "only the clipped term"),
-    (lambda lp, o, a, eps=0.2: -np.exp(lp - o) * a, "no clipping at all"),
-    (lambda lp, o, a, eps=0.2: -np.minimum((lp - o) * a, np.clip(lp - o, 0.8, 1.2) * a),
-     "the ratio is logp - old_logp"),
-    (lambda lp, o, a, eps=0.2: surrogate_right(lp, o, a).mean(), "returned shape ()"),
-    (lambda lp, o, a, eps=0.2: -np.minimum(np.exp(lp - o) * a,
-                                           np.clip(np.exp(lp - o), 0.8, 1.2) * a)
-     if lp.shape == (1, 5) else surrogate_right(lp, o, a, eps=0.3), "a (4, 6) batch is not"),
-    (surrogate_unclamped, "Clamp the log-ratio before exp"),
-])
-def test_check_clipped_surrogate_names_the_mistake(fn, words, capsys):
-    assert not gl.drills.check_clipped_surrogate(fn)
-    out = capsys.readouterr().out
-    assert out.startswith("NOT YET: ") and words in out, out
 
 
 # --- figures --------------------------------------------------------------------------------

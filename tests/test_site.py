@@ -250,3 +250,19 @@ def test_page_weight(site):
             heavy.append(f"{page.relative_to(site)}: {len(text.encode())} bytes, "
                          f"{frames} of frames")
     assert not heavy, heavy
+
+
+@pytest.mark.site
+def test_drill_chapter_shows_verdicts_collapsed_answers_and_pasted_numbers(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "09_interview_drills.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert text.count("NOT YET: ") >= 6 and text.count("PASS: ") >= 6   # stubs, solutions
+    assert "tag_hide-input" in page                                     # solutions hidden
+    assert len(re.findall(r'class="dropdown admonition"', page)) >= 30  # collapsed answers
+    pasted = re.findall(r'<span class="pasted-text">([^<]*)</span>', page)
+    assert len(pasted) >= 25 and "43%" in pasted                        # P(all-equal), G=8
+    assert "{glue" not in text and "优势" in text
+    sheet = html_lib.unescape(re.sub(r"<[^>]+>", "", (site / "cheatsheet.html").read_text()))
+    assert "group_advantages" in sheet and "损失聚合" in sheet
