@@ -7,6 +7,7 @@ Where each name is taught:
 
 ==============================  ==========================================================
 ``gl.group_advantages``         chapter 1, group-relative advantages
+``gl.group_advantages_fast``    chapter 7, the same advantages with fewer passes over memory
 ``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
 ``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
 ``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
@@ -29,6 +30,7 @@ import importlib
 
 from . import group_stats
 from .advantages import BASELINES, SCALES, group_advantages
+from .advantages_fast import group_advantages_fast
 from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "aggregate_loss",
            "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
+           "group_advantages_fast",
            "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source",
            "training_memory", "drills", "hidden_string", "widgets"]
 
