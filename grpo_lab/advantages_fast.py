@@ -49,6 +49,11 @@ __all__ = ["BLOCK_ELEMENTS", "group_advantages_fast"]
 #: Rewards per block: 2**15 float64 values are 256 KiB, two such buffers fit a 1 MiB L2 cache.
 BLOCK_ELEMENTS = 1 << 15
 
+#: Group sizes up to this count as short rows: centred by one small matmul, not per row.
+SHORT_ROWS = 16
+
+_TINY = 2.0 ** -1000     # the smallest eps used in a denominator (see _inverse_denominator)
+
 
 def _is_narrow(dtype: np.dtype) -> bool:
     """True where every value has at most 24 significant bits: float16/bfloat16/float32, bool."""
@@ -76,20 +81,29 @@ def _row_deviations(xb, X, ones, mean):
 
 
 def _sum_of_squares(X, Q, ones, out):
-    """``out[i] = sum_j X[i, j]**2`` through the buffer ``Q`` and one BLAS call."""
+    """``out[i] = sum_j X[i, j]**2``: one ``vecdot`` for long rows; squares, then BLAS, for short.
+
+    ``vecdot`` runs one dot product per row, which pays off when a row is long; for G of 8
+    that per-row call costs more than squaring into ``Q`` and summing with ``Q @ ones``.
+    """
+    if X.shape[1] > SHORT_ROWS:
+        return np.vecdot(X, X, out=out)
     np.multiply(X, X, out=Q)
     return np.matmul(Q, ones, out=out)
 
 
 def _inverse_denominator(ss, n_over, eps, c):
-    """``c / (sqrt(ss / n_over) + eps)``, and 0 where ``ss == 0`` (no spread, no signal).
+    """``c / (sqrt(ss / n_over) + eps)``, in place in ``ss``; finite even where ``ss == 0``.
 
-    ``ss`` is a sum of squared deviations; where it is 0 every deviation is exactly 0, so
-    the factor does not matter, and 0 keeps ``0 * (c / eps)`` from being ``0 * inf`` for an
-    ``eps`` that is 0 or subnormal.
+    Where ``ss == 0`` every deviation of the row is exactly 0, so the factor only has to be
+    finite (0 * inf would be NaN): ``eps`` is raised to ``2**-1000`` if it is smaller. That
+    changes nothing elsewhere: a row with a spread has a std of at least ``2**-200`` here
+    (narrow floats), and adding anything below ``2**-1000`` to it rounds back to it.
     """
-    denom = np.sqrt(ss / n_over) + eps
-    return np.divide(c, denom, out=np.zeros_like(ss), where=ss > 0)
+    np.divide(ss, n_over, out=ss)
+    np.sqrt(ss, out=ss)
+    ss += max(eps, _TINY)
+    return np.divide(c, ss, out=ss)
 
 
 def _largest(dtype: np.dtype) -> float:
@@ -134,6 +148,16 @@ def _block_summary(row_mean, row_ss, G):
     return row_mean.size * G, mean, float(row_ss.sum()) + G * float(np.square(row_mean - mean).sum())
 
 
+def _centring_matrix(G):
+    """``G I - 1 1^T`` (G x G): ``X @ it`` is ``G * (X - row mean)``, in one matmul.
+
+    Its entries are the integers G - 1 and -1, so every product is exact, and for rewards of
+    at most 24 significant bits the sums are exact too wherever it matters (see the module
+    docstring): an all-equal row gives exactly 0, with no shift.
+    """
+    return G * np.eye(G) - 1.0
+
+
 def _narrow(arr, out, eps, scale, ddof, c):
     """float16/bfloat16/float32/bool rewards: no rescale, no shift (see the module docstring).
 
@@ -159,24 +183,38 @@ def _narrow(arr, out, eps, scale, ddof, c):
         batch_r = float(_inverse_denominator(np.array([m2]), count - ddof, eps, c)[0])
         batch_bound = batch_r * np.sqrt(m2)         # |r - group mean| <= sqrt(m2)
 
+    # Short rows are centred by a matmul (deviations times G, `unit`); long ones per row.
+    short = G <= SHORT_ROWS and scale != "batch"
+    if short:
+        centre, D, unit = _centring_matrix(G), np.empty((nb, G)), G
+    else:
+        unit = 1
     for r0, r1 in _blocks(B, nb):
         n = r1 - r0
-        Xb = X[:n]
-        _row_deviations(arr[r0:r1], Xb, ones, mean[:n])
-        if not np.isfinite(mean[:n]).all():        # a NaN or inf in these rows
-            return None
+        if short:
+            np.copyto(X[:n], arr[r0:r1], casting="unsafe")        # (n, G) float64, exact
+            Xb = np.matmul(X[:n], centre, out=D[:n])                # (n, G) G * deviations
+        else:
+            Xb = X[:n]
+            _row_deviations(arr[r0:r1], Xb, ones, mean[:n])
         if scale == "group":
-            s = _sum_of_squares(Xb, Q[:n], ones, ss[:n])             # (n,)
-            r = _inverse_denominator(s, G - ddof, eps, c)            # (n,)
+            s = _sum_of_squares(Xb, Q[:n], ones, ss[:n])             # (n,) unit**2 * SS
+            if not np.isfinite(s.sum()):                            # a NaN or inf reward
+                return None
+            r = _inverse_denominator(s, G - ddof, unit * eps, c)   # (n,)
             np.multiply(Xb, r[:, None], out=Xb)                      # (n, G) * (n, 1)
-            bound = float(np.max(np.sqrt(s) * r))  # |deviation| <= sqrt(sum of squares)
+            bound = c * np.sqrt(G)   # |r_i - mean| / std <= sqrt(G - 1) (Samuelson)
         elif scale == "batch":
+            if not np.isfinite(mean[:n]).all():
+                return None
             Xb *= batch_r
             bound = batch_bound
         else:  # "none"
-            if c != 1.0:
-                Xb *= c
+            if c != unit:
+                Xb *= c / unit
             bound = max(abs(float(Xb.max())), abs(float(Xb.min())))
+            if not np.isfinite(bound):
+                return None
         if not _store(out[r0:r1], Xb, bound, largest):
             return None
     return out
