@@ -36,10 +36,10 @@ from ._checks import check_choice, check_real
 from .aggregation import AGGREGATIONS
 from .losses import KL_ESTIMATORS, LEVELS, MAX_LOG_RATIO
 
-__all__ = ["grpo_loss_eager", "grpo_loss_fused", "ROWS_PER_BLOCK_TOKENS"]
+__all__ = ["grpo_loss_eager", "grpo_loss_fused", "BLOCK_TOKENS"]
 
 #: Tokens per block of the fused sweep on CPU: 2**16 float32 values (256 KiB) per temporary.
-ROWS_PER_BLOCK_TOKENS = 1 << 16
+BLOCK_TOKENS = 1 << 16
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _DIAGNOSTICS = ("clip_frac_low", "clip_frac_high", "clip_frac", "mean_ratio", "mean_kl",
@@ -166,7 +166,7 @@ def grpo_loss_eager(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_hig
     >>> logp = torch.log(torch.full((4, 3), 0.5)).requires_grad_()
     >>> adv, mask = torch.tensor([1.0, -1.0, 1.0, -1.0]), torch.ones(4, 3)
     >>> loss, diag = lf.grpo_loss_eager(logp, logp.detach(), logp.detach(), adv, mask)
-    >>> float(loss), diag["clip_frac"]
+    >>> float(loss.detach()), diag["clip_frac"]
     (0.0, 0.0)
     """
     eps_low, eps_high, beta, kl, agg, level, work, lengths = _check(
@@ -360,7 +360,7 @@ def grpo_loss_fused(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_hig
     ``level="sequence"`` couples the tokens of a sequence and is computed by the eager
     composition. See the module docstring for the gradient it computes in the forward pass.
 
-    On CPU the rows are swept ``ROWS_PER_BLOCK_TOKENS`` tokens at a time, so every temporary
+    On CPU the rows are swept ``BLOCK_TOKENS`` tokens at a time, so every temporary
     is a block, and the peak extra memory is the (N, T) gradient plus a few blocks; on CUDA
     the blocks are 64 times larger, to keep the kernel launches few.
 
@@ -382,7 +382,7 @@ def grpo_loss_fused(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_hig
         return grpo_loss_eager(logp, old_logp, ref_logp, adv, mask, eps_low=eps_low,
                                eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level)
     N, T = logp.shape
-    tokens = ROWS_PER_BLOCK_TOKENS * (64 if logp.device.type == "cuda" else 1)
+    tokens = BLOCK_TOKENS * (64 if logp.device.type == "cuda" else 1)
     block_rows = max(1, tokens // T)
     options = (eps_low, eps_high, beta, kl, agg, work, block_rows, lengths)
     loss, sums = _FusedGRPOLoss.apply(logp, old_logp, ref_logp, adv, mask, options)
