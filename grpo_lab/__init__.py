@@ -18,6 +18,9 @@ Where each name is taught:
 ``gl.training_memory``         chapter 2, what PPO and GRPO hold in memory, in bytes
 ``gl.hidden_string``           chapter 2, the PPO vs GRPO training comparison (a toy task)
 ``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
+``gl.bench``                     chapter 7, ``python -m grpo_lab.bench``: each implementation vs a copy
+``gl.roofline``                  chapter 7, the roofline, bytes moved, GPU arithmetic, figures
+``gl.loss_fused``                chapter 7, the torch GRPO loss: eager composition and fused
 ``gl.show_source``              every chapter: shows the package's real code
 ``gl.widgets``                  sliders (ipywidgets) used by the chapters
 ``gl.drills``                   checkers for the implement-it drills
@@ -44,11 +47,13 @@ __all__ = ["AGGREGATIONS", "BASELINES", "LEVELS", "MAX_LOG_RATIO", "SCALES", "ag
            "aggregation_weights", "clipped_surrogate_loss", "gae", "group_advantages",
            "group_advantages_fast",
            "group_stats", "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "sequence_ratio", "show_source",
-           "training_memory", "drills", "hidden_string", "widgets"]
+           "training_memory", "bench", "drills", "hidden_string", "loss_fused", "roofline",
+           "widgets"]
 
-# drills, widgets: need matplotlib / ipywidgets; hidden_string: the training code. Imported on
-# first use, so that `import grpo_lab` stays light.
-_LAZY = ("drills", "hidden_string", "widgets")
+# drills, widgets: need matplotlib / ipywidgets; hidden_string: the training code; loss_fused:
+# torch; bench, roofline: chapter 7's tools. Imported on first use, so that `import grpo_lab`
+# stays light (and never imports torch).
+_LAZY = ("bench", "drills", "hidden_string", "loss_fused", "roofline", "widgets")
 
 
 def __getattr__(name):

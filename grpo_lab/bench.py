@@ -47,7 +47,7 @@ from . import advantages_fast
 from .advantages import group_advantages
 
 __all__ = ["ADV_SIZES", "LOSS_SIZE", "QUICK_ADV_SIZES", "QUICK_LOSS_SIZE", "plain_advantages",
-           "run", "trl_style_advantages", "main"]
+           "print_report", "run", "trl_style_advantages", "main"]
 
 ADV_SIZES = [(262144, 64), (1048576, 8)]       # (B, G) float32, from issue 7
 LOSS_SIZE = (512, 2048)                         # (B*G, T)
@@ -320,8 +320,15 @@ def _summary(rows):
     return summary
 
 
-def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), threads=None):
-    """Run the benchmarks and return ``{"environment", "results", "summary"}`` (JSON-ready)."""
+def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), threads=None,
+        adv_sizes=None, loss_size=None):
+    """Run the benchmarks and return ``{"environment", "results", "summary"}`` (JSON-ready).
+
+    ``adv_sizes`` (a list of (B, G)) and ``loss_size`` ((N, T)) replace the issue's sizes, or
+    the quick ones with ``quick=True``; ``threads`` defaults to 1 on CPU (see ``--threads``).
+    """
+    if repeats < MIN_REPEATS:
+        raise ValueError(f"repeats: expected at least {MIN_REPEATS}, got {repeats}")
     args = argparse.Namespace(quick=quick, repeats=repeats, device=device)
     torch = _torch_or_none()
     if threads is None and device == "cpu":
@@ -331,15 +338,17 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), th
     env = _environment(args)
     rows = []
     if "advantages" in only:
-        for shape in (QUICK_ADV_SIZES if quick else ADV_SIZES):
-            rows += bench_advantages(shape, repeats, device)
+        for shape in adv_sizes or (QUICK_ADV_SIZES if quick else ADV_SIZES):
+            rows += bench_advantages(tuple(shape), repeats, device)
     if "loss" in only and torch is not None:
-        rows += bench_loss(QUICK_LOSS_SIZE if quick else LOSS_SIZE, repeats, device)
+        rows += bench_loss(tuple(loss_size or (QUICK_LOSS_SIZE if quick else LOSS_SIZE)),
+                           repeats, device)
     env["load_average_end"] = list(os.getloadavg())
     return {"environment": env, "results": rows, "summary": _summary(rows)}
 
 
-def _print(report, file=sys.stdout):
+def print_report(report, file=sys.stdout):
+    """The report as a table, then the summary against the issue's goals."""
     env = report["environment"]
     print(f"grpo_lab.bench on {env['platform']} ({env['cpu_count']} CPUs), numpy "
           f"{env['numpy']}, torch {env.get('torch', 'absent')}; load average "
@@ -389,7 +398,7 @@ def main(argv=None):
                          + ("no torch" if torch is None else "no CUDA device"))
     report = run(quick=args.quick, repeats=args.repeats, device=args.device,
                  only=tuple(args.only or ("advantages", "loss")), threads=args.threads)
-    _print(report)
+    print_report(report)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
     print(f"wrote {args.out}")

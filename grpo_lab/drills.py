@@ -333,11 +333,11 @@ def check_blocked_advantages(fn, *, verbose=True) -> bool:
     block_bytes = 256 * 16 * 8
     allowed = out.nbytes + 8 * block_bytes
     if peak > allowed:
-        return verdict(False, f"right values, but the peak memory was {peak / out.nbytes:.1f}x "
-                              f"the output ({peak} bytes): some temporary is the size of the "
-                              "whole input. Only the output may be; keep the rest to a block")
+        return verdict(False, f"right values, but the peak memory was {peak / out.nbytes:.0f}x "
+                              "the output: some temporary is the size of the whole input. Only "
+                              "the output may be; keep the rest to a block")
     return verdict(True, f"equal to gl.group_advantages, exact zeros, and a peak of "
-                         f"{peak / out.nbytes:.2f}x the output")
+                         f"{peak / out.nbytes:.1f}x the output")
 
 
 def check_surrogate_grad(fn, *, verbose=True) -> bool:

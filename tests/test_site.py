@@ -59,3 +59,15 @@ def test_chapter_two_shows_the_package_source_and_checked_numbers(site):
     assert "PASS: both clip sides" in text                              # drill 2's solution
     assert "saved: 112 GB (44%)" in text                                # the 7B memory table
     assert "tag_hide-input" in html                                     # solutions are hidden
+
+
+@pytest.mark.site
+def test_chapter_seven_shows_the_kernels_and_checked_numbers(site):
+    html = (site / "chapters" / "07_performance.html").read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "def _narrow" in text and "def _fused_block" in text       # the real source
+    assert "PASS: equal to gl.group_advantages" in text               # drill 1's solution
+    assert "PASS: -A r where the unclipped term wins" in text         # drill 2's solution
+    assert "0.625 flop/byte" in text                                  # the intensity, computed
+    assert "ridge point 20.0 flop/byte" in text                       # H100 arithmetic
+    assert "tag_hide-input" in html                                   # solutions are hidden
