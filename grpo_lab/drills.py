@@ -333,9 +333,10 @@ def check_blocked_advantages(fn, *, verbose=True) -> bool:
     block_bytes = 256 * 16 * 8
     allowed = out.nbytes + 8 * block_bytes
     if peak > allowed:
-        return verdict(False, f"right values, but the peak memory was {peak / out.nbytes:.0f}x "
-                              "the output: some temporary is the size of the whole input. Only "
-                              "the output may be; keep the rest to a block")
+        return verdict(False, f"right values, but the peak memory was over "
+                              f"{int(peak // out.nbytes)}x the output: some temporary is the size "
+                              "of the whole input. Only the output may be; keep the rest to a "
+                              "block")
     return verdict(True, f"equal to gl.group_advantages, exact zeros, and a peak of "
                          f"{peak / out.nbytes:.1f}x the output")
 
