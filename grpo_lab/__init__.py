@@ -7,6 +7,7 @@ Where each name is taught:
 
 ==============================  ==========================================================
 ``gl.group_advantages``         chapter 1, group-relative advantages
+``gl.group_advantages_fast``    chapter 7, the same advantages with fewer passes over memory
 ``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
 ``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
 ``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
@@ -31,6 +32,10 @@ Where each name is taught:
 ``gl.weighted_sum``             chapter 5, combining rewards by a weighted sum
 ``gl.normalise_then_sum``       chapter 5, combining rewards after group normalisation
 ``gl.rewards``                  chapter 5, the module (extract_answer, parse_number, ...)
+``gl.group_advantages_fast``    chapter 7, the blocked fast path, equal to the reference
+``gl.bench``                    chapter 7, ``python -m grpo_lab.bench``: each vs a memory copy
+``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic, figures
+``gl.loss_fused``               chapter 7, the torch GRPO loss: eager composition and fused
 ``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
 ``gl.process_advantages``       chapter 8, DeepSeekMath's process-supervision advantages
 ``gl.steps_to_tokens``          chapter 8, per-step values spread over each step's tokens
@@ -54,6 +59,7 @@ import importlib
 
 from . import group_stats, kl_theory, presets, rewards
 from .advantages import BASELINES, SCALES, group_advantages
+from .advantages_fast import group_advantages_fast
 from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from .gae import gae
 from .kl import kl_k1, kl_k2, kl_k3
@@ -81,16 +87,19 @@ __all__ = [
     "unit_roundoff",                                                                 # ch. 4
     "accuracy_reward", "format_reward", "normalise_then_sum", "overlong_penalty", "rewards",
     "weighted_sum",                                                                  # ch. 5
+    "group_advantages_fast",                                                         # ch. 7
     "presets", "process_advantages", "steps_to_tokens",                             # ch. 8
 ]
 
 # Imported on first use, so that `import grpo_lab` stays light: the drills, sliders and
-# widgets need matplotlib / ipywidgets; hidden_string is training code.
+# widgets need matplotlib / ipywidgets; hidden_string is training code; loss_fused needs
+# torch (never imported by `import grpo_lab`).
 _LAZY = (
     "drills", "sliders", "widgets",
     "hidden_string",                                                                 # ch. 2
     "drills_kl", "widgets_kl",                                                       # ch. 3
     "drills_precision",                                                              # ch. 4
+    "bench", "loss_fused", "roofline",                                # ch. 7 (loss_fused: torch)
     "drills_production", "widgets_production",                                       # ch. 8
 )
 __all__ += list(_LAZY)

@@ -18,7 +18,7 @@ WRONGS = [(name, w) for name, d in CATALOGUE.items() for w in d.wrongs]
 
 
 def test_every_checker_has_a_catalogue_of_at_least_five_mistakes():
-    assert len(CHECKERS) == 10
+    assert len(CHECKERS) == 12
     assert sorted(CATALOGUE) == sorted(c.removeprefix("check_") for c in CHECKERS)
     for name, drill in CATALOGUE.items():
         assert drill.checker == f"check_{name}" and callable(getattr(gl.drills, drill.checker))

@@ -266,3 +266,15 @@ def test_drill_chapter_shows_verdicts_collapsed_answers_and_pasted_numbers(site)
     assert "{glue" not in text and "优势" in text
     sheet = html_lib.unescape(re.sub(r"<[^>]+>", "", (site / "cheatsheet.html").read_text()))
     assert "group_advantages" in sheet and "损失聚合" in sheet
+
+
+@pytest.mark.site
+def test_chapter_seven_shows_the_kernels_and_checked_numbers(site):
+    html = (site / "chapters" / "07_performance.html").read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "def _narrow" in text and "def _fused_block" in text       # the real source
+    assert "PASS: equal to gl.group_advantages" in text               # drill 1's solution
+    assert "PASS: -A r where the unclipped term wins" in text         # drill 2's solution
+    assert "0.625 flop/byte" in text                                  # the intensity, computed
+    assert "ridge point 20.0 flop/byte" in text                       # H100 arithmetic
+    assert "tag_hide-input" in html                                   # solutions are hidden

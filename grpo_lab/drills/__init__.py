@@ -19,6 +19,10 @@ checker                              chapter      the reader writes
 ``check_log_softmax(fn)``            4            ``fn(logits) -> logp`` (float16 / bfloat16)
 ``check_sequence_logprob_sum(fn)``   4            ``fn(logp, mask) -> (N,)`` sums
 ``check_format_reward(fn)``          5            ``fn(completion) -> 1.0 or 0.0``
+``check_blocked_advantages(fn)``     7            ``fn(rewards, block_rows) -> adv``, in
+                                                  blocks, float32 out, small peak memory
+``check_surrogate_grad(fn)``         7            ``fn(ratio, adv, eps_low, eps_high) ->
+                                                  d loss / d logp`` per token
 ``check_process_advantages(fn)``     8            ``fn(step_rewards, step_mask) -> adv``
 ===================================  ===========  ==========================================
 
@@ -31,6 +35,7 @@ from .advantages import check_group_advantages
 from .aggregation import check_aggregate_loss
 from .gae import check_gae
 from .kl import check_k3_loss_gradient, check_kl_k3
+from .performance import check_blocked_advantages, check_surrogate_grad
 from .precision import check_log_softmax, check_sequence_logprob_sum
 from .process import check_process_advantages
 from .rewards import check_format_reward
@@ -44,5 +49,6 @@ __all__ = [
     "check_k3_loss_gradient", "check_kl_k3",                                      # ch. 3
     "check_log_softmax", "check_sequence_logprob_sum",                            # ch. 4
     "check_format_reward",                                                        # ch. 5
+    "check_blocked_advantages", "check_surrogate_grad",                           # ch. 7
     "check_process_advantages",                                                   # ch. 8
 ]

@@ -8,32 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..process import process_advantages
+from ._harness import call, verdict
 
 __all__ = ["check_process_advantages"]
 
 
-def _say(ok, message, verbose):
-    if verbose:
-        print(("PASS: " if ok else "NOT YET: ") + message)
-    return ok
-
-
 def _call(fn, rewards, mask):
-    """Run the reader's function on copies; return (float64 output or None, problem or None)."""
-    r, m = np.array(rewards, dtype=np.float64), np.array(mask, dtype=bool)
-    r0, m0 = r.copy(), m.copy()
-    try:
-        out = fn(r, m)
-    except Exception as exc:  # the reader's bug, reported rather than raised
-        return None, f"raised {type(exc).__name__}: {exc}"
-    if not (np.array_equal(r, r0) and np.array_equal(m, m0)):
-        return None, "it modified its input: work on a copy"
-    if out is None:
-        return None, "it returned None: return the (G, K) array"
-    try:
-        return np.asarray(out, dtype=np.float64), None
-    except (TypeError, ValueError):
-        return None, f"it returned {type(out).__name__}, expected a float array"
+    """Run the reader's function on copies (float64 rewards, bool mask) through the harness."""
+    return call(fn, np.array(rewards, dtype=np.float64), np.array(mask, dtype=bool),
+                dtype=None, returns="the (G, K) array")
 
 
 def _expected(rewards, mask):
@@ -48,14 +31,15 @@ def check_process_advantages(fn, *, verbose=True) -> bool:
     each step's advantage is the sum of its own and the later steps' normalised rewards; padded
     steps get 0.
     """
+    say = verdict(verbose, fn)
     rewards = [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
     full = np.ones((2, 3), dtype=bool)
     out, problem = _call(fn, rewards, full)
     if problem:
-        return _say(False, f"on the worked example your function {problem}", verbose)
+        return say(False, f"on the worked example your function {problem}")
     if out.shape != (2, 3):
-        return _say(False, f"on a (2, 3) group it returned shape {out.shape}: one advantage "
-                           "per step", verbose)
+        return say(False, f"on a (2, 3) group your function returned shape {out.shape}: one advantage "
+                           "per step")
     expected = _expected(rewards, full)
     if not np.allclose(out, expected, atol=1e-6):
         r = np.asarray(rewards)
@@ -72,24 +56,24 @@ def check_process_advantages(fn, *, verbose=True) -> bool:
         ]
         for wrong, hint in hints:
             if np.allclose(out, wrong, atol=1e-6):
-                return _say(False, f"on the worked example: {hint}", verbose)
-        return _say(False, f"on the worked example you gave {np.round(out, 4).tolist()}, "
-                           f"expected {np.round(expected, 4).tolist()}", verbose)
+                return say(False, f"on the worked example: {hint}")
+        return say(False, f"on the worked example you gave {np.round(out, 4).tolist()}, "
+                           f"expected {np.round(expected, 4).tolist()}")
 
     ragged = [[0.9, 0.2, 5.0], [0.4, 7.0, 7.0]]
     mask = np.array([[1, 1, 0], [1, 0, 0]], dtype=bool)
     out, problem = _call(fn, ragged, mask)
     if problem:
-        return _say(False, f"on a group with ragged steps your function {problem}", verbose)
+        return say(False, f"on a group with ragged steps your function {problem}")
     if np.any(out[~mask] != 0):
-        return _say(False, "padded steps must get exactly 0", verbose)
+        return say(False, "padded steps must get exactly 0")
     if not np.allclose(out, _expected(ragged, mask), atol=1e-6):
-        return _say(False, "with ragged steps the values are wrong: are padded steps left out "
-                           "of the mean and the std?", verbose)
+        return say(False, "with ragged steps the values are wrong: are padded steps left out "
+                           "of the mean and the std?")
 
     same = np.full((3, 2), 0.7)
     out, problem = _call(fn, same, np.ones((3, 2), dtype=bool))
     if problem or not np.all(np.isfinite(out)) or np.any(np.abs(out) > 1e-6):
-        return _say(False, "an all-equal group must give 0 everywhere (no NaN): add eps to "
-                           "the std", verbose)
-    return _say(True, "worked example, ragged steps and an all-equal group", verbose)
+        return say(False, "an all-equal group must give 0 everywhere (no NaN): add eps to "
+                           "the std")
+    return say(True, "worked example, ragged steps and an all-equal group")
