@@ -16,10 +16,15 @@ import numbers
 import numpy as np
 
 __all__ = [
+    "as_counts",
     "as_float_array",
+    "as_mask",
     "check_choice",
     "check_int",
     "check_real",
+    "cast_result",
+    "check_shape",
+    "common_dtype",
     "describe",
     "is_float_dtype",
     "working_dtype",
@@ -108,8 +113,11 @@ def as_float_array(name: str, x, *, ndim: int | None = None, shape_doc: str = ""
 
 
 def check_real(name: str, value, *, minimum: float | None = None,
-               allow_equal: bool = True) -> float:
-    """Validate a real scalar (a Python or NumPy int or float, not a bool or an array)."""
+               allow_equal: bool = True, maximum: float | None = None) -> float:
+    """Validate a real scalar (a Python or NumPy int or float, not a bool or an array).
+
+    ``minimum`` is inclusive unless ``allow_equal=False``; ``maximum`` is inclusive.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a real number, got {describe(value)}")
     value = float(value)
@@ -119,6 +127,8 @@ def check_real(name: str, value, *, minimum: float | None = None,
         if value < minimum or (value == minimum and not allow_equal):
             bound = ">=" if allow_equal else ">"
             raise ValueError(f"{name}: expected a number {bound} {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: expected a number <= {maximum}, got {value}")
     return value
 
 
@@ -141,3 +151,80 @@ def check_choice(name: str, value, choices) -> str:
         allowed = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
     return value
+
+
+def common_dtype(*dtypes) -> np.dtype:
+    """The float dtype for a result computed from inputs of several float dtypes.
+
+    NumPy's promotion (float16 + float32 -> float32, bfloat16 + float64 -> float64); the one
+    pair NumPy cannot promote, bfloat16 with float16, gives float32, the narrowest dtype that
+    holds both exactly.
+    """
+    out = np.dtype(dtypes[0])
+    for d in dtypes[1:]:
+        try:
+            out = np.promote_types(out, d)
+        except TypeError:
+            out = np.dtype(np.float32)   # bfloat16 with float16: both fit in float32
+    return out
+
+
+def check_shape(name: str, arr: np.ndarray, shape: tuple, shape_doc: str = "") -> None:
+    """Require ``arr.shape == shape`` exactly: nothing is broadcast to make them agree."""
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{name}: expected shape {tuple(shape)}{shape_doc}, got {describe(arr)}")
+
+
+def as_mask(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
+    """Validate a token mask of exactly ``shape`` and return it as a bool array (a new array).
+
+    Accepted: bools, or ints / floats whose every value is 0 or 1 (a float mask of 0.5 is a
+    weighting, not a mask, and is refused rather than rounded).
+    """
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name}: expected a mask of 0/1 or bools{shape_doc}, got {describe(x)}")
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf" and not is_float_dtype(arr.dtype):
+        raise TypeError(f"{name}: expected a mask of 0/1 or bools{shape_doc}, got dtype {arr.dtype}")
+    check_shape(name, arr, shape, shape_doc)
+    if arr.dtype.kind == "b":
+        return arr.copy()
+    values = arr.astype(np.float64)
+    bad = (values != 0) & (values != 1)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name}: expected only 0 and 1 (or bools), got {arr[where]} at index {where}")
+    return values == 1
+
+
+def as_counts(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
+    """Validate an array of counts (token lengths, ...) of exactly ``shape``: integers >= 0.
+
+    Returned as a new int64 array. Floats are refused even when whole (``3.0``): a count that
+    arrives as a float has usually been averaged or divided somewhere on the way.
+    """
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{name}: expected an integer array of counts{shape_doc}, got {describe(x)}")
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{name}: expected integer counts{shape_doc}, got dtype {arr.dtype}")
+    check_shape(name, arr, shape, shape_doc)
+    if (arr < 0).any():
+        where = tuple(int(i) for i in np.argwhere(arr < 0)[0])
+        raise ValueError(f"{name}: expected counts >= 0, got {arr[where]} at index {where}")
+    return arr.astype(np.int64)
+
+
+def cast_result(names: str, what: str, x: np.ndarray, dtype) -> np.ndarray:
+    """Cast a result worked out in float64 back to the inputs' ``dtype``, refusing inf.
+
+    A float16 result above 65504 would silently become inf; this raises a ``ValueError``
+    that names the inputs (``names``) and the result (``what``) instead.
+    """
+    with np.errstate(over="ignore"):
+        out = np.asarray(x).astype(dtype)
+    if not np.all(np.isfinite(out.astype(np.float64))):
+        raise ValueError(
+            f"{names}: the {what} do not fit in {np.dtype(dtype)} (largest magnitude "
+            f"{np.abs(x).max():.4g}); pass them in a wider dtype such as float32")
+    return out

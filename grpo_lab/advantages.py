@@ -33,6 +33,29 @@ def _std(dev: np.ndarray, ddof: int) -> np.ndarray:
     return np.sqrt((dev * dev).sum(axis=-1, keepdims=True) / (n - ddof))  # (B, 1)
 
 
+def check_arguments(rewards, eps, scale, ddof, baseline, *, finite=True):
+    """Validate the arguments of :func:`group_advantages` (and of its fast path).
+
+    Returns ``(arr, out_dtype, eps, scale, ddof, baseline)``; ``arr`` is the rewards as an
+    array, not copied. ``finite=False`` skips the scan for NaN and inf: a caller that finds
+    them itself (the fast path does, for free, in its row sums) must then raise the same error.
+    """
+    arr, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)",
+                                    finite=finite)
+    B, G = arr.shape
+    if G < 2:
+        raise ValueError(
+            f"rewards: expected a group size G >= 2 on the last axis of shape (B, G), got "
+            f"shape {arr.shape}: a single completion has no group to be compared with")
+    eps = check_real("eps", eps, minimum=0.0)
+    scale = check_choice("scale", scale, SCALES)
+    baseline = check_choice("baseline", baseline, BASELINES)
+    n = B * G if scale == "batch" else G          # how many rewards each std is over
+    ddof = check_int("ddof", ddof, minimum=0, maximum=n - 1,
+                     why=f" so that {'B*G' if scale == 'batch' else 'G'} - ddof > 0")
+    return arr, out_dtype, eps, scale, ddof, baseline
+
+
 def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean"):
     r"""Advantages of G completions per prompt, each judged against its own group.
 
@@ -87,18 +110,9 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     >>> gl.group_advantages([[1, 1, 1, 1]])  # no spread, no signal: exactly 0
     array([[0., 0., 0., 0.]])
     """
-    arr, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)")
+    arr, out_dtype, eps, scale, ddof, baseline = check_arguments(rewards, eps, scale, ddof,
+                                                                 baseline)
     B, G = arr.shape
-    if G < 2:
-        raise ValueError(
-            f"rewards: expected a group size G >= 2 on the last axis of shape (B, G), got "
-            f"shape {arr.shape}: a single completion has no group to be compared with")
-    eps = check_real("eps", eps, minimum=0.0)
-    scale = check_choice("scale", scale, SCALES)
-    baseline = check_choice("baseline", baseline, BASELINES)
-    n = B * G if scale == "batch" else G          # how many rewards each std is over
-    ddof = check_int("ddof", ddof, minimum=0, maximum=n - 1,
-                     why=f" so that {'B*G' if scale == 'batch' else 'G'} - ddof > 0")
 
     x = arr.astype(working_dtype(out_dtype))      # (B, G), a copy: rewards stay untouched
     # Divide by a power of two near max|r| (exact: only the exponent changes) so |x| <= 1
@@ -114,7 +128,8 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
         dev_baseline = dev
 
     if scale == "none":
-        adv = np.ldexp(dev_baseline, k)           # back to reward units
+        with np.errstate(over="ignore"):          # too large for the dtype: checked below
+            adv = np.ldexp(dev_baseline, k)       # back to reward units
     else:
         if scale == "group":
             std = _std(dev, ddof)                                 # (B, 1)

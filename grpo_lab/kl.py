@@ -29,8 +29,10 @@ Numerics, the same for all three:
   Without ``clamp`` a result that does not fit the output dtype is a ``ValueError`` (never an
   inf or a NaN). With ``clamp=c`` each estimate is clipped to ``[-c, c]`` in float64 first,
   as production trainers do: verl's ``kl_penalty(..., "low_var_kl")`` clips k3 to
-  ``[-10, 10]`` (``verl/trainer/ppo/core_algos.py``), as does OpenRLHF's
-  ``compute_approx_kl`` for k3. A clipped token passes no gradient through its KL term.
+  ``[-10, 10]`` (``verl/trainer/ppo/core_algos.py``); OpenRLHF's ``compute_approx_kl``
+  (``openrlhf/models/utils.py`` at commit 473f61b) clips every estimator to ``[-10, 10]``,
+  and older copies clip none (chapter 8's map gives the commits read). A clipped token
+  passes no gradient through its KL term.
 """
 
 from __future__ import annotations
@@ -178,7 +180,7 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     # _finish) either way; capping r there keeps it from being inf - inf = NaN for r = inf.
     r = np.minimum(r, np.log(np.finfo(r.dtype).max) + 1.0)
     with np.errstate(over="ignore"):
-        direct = np.expm1(r) - r                     # (..., T) accurate for |r| >= 0.1
-    small = np.abs(r) < _K3_SERIES_BELOW
-    k = np.where(small, _k3_series(np.where(small, d, 0.0)), direct)
+        k = np.expm1(r) - r                          # (..., T) accurate for |r| >= 0.1
+    small = np.abs(r) < _K3_SERIES_BELOW             # (..., T) where expm1(r) - r cancels
+    k[small] = _k3_series(d[small])
     return _finish("k3", k, out_dtype, clamp)

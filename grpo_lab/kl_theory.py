@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_float_array, check_choice, check_real
+from ._checks import as_float_array, check_choice, check_int, check_real
 from .kl import kl_k3
+from .logprobs import log_softmax  # re-exported: chapter 3 calls gl.kl_theory.log_softmax
 
 __all__ = [
     "gaussian_estimator_moments",
+    "gaussian_log_probs",
     "log_softmax",
     "kl_categorical",
     "kl_categorical_grad",
@@ -71,6 +73,22 @@ def gaussian_estimator_moments(mu):
     }
 
 
+def gaussian_log_probs(mu, n, seed=0):
+    """``n`` tokens ``x ~ pi_theta = N(0, 1)`` and their ``(logp, ref_logp)``, pi_ref = N(mu, 1).
+
+    The normalising constant -log(2 pi)/2 is the same in both and cancels in every
+    estimator, so it is left out. Seeded: the same ``seed`` gives the same tokens.
+
+    >>> logp, ref_logp = gaussian_log_probs(1.0, 3, seed=0)
+    >>> (logp - ref_logp).round(4)         # log-ratio mu^2/2 - mu x, mean KL = 0.5
+    array([ 0.3743,  0.6321, -0.1404])
+    """
+    mu = check_real("mu", mu)
+    n = check_int("n", n, minimum=1)
+    x = np.random.default_rng(seed).standard_normal(n)      # (n,) sampled from pi_theta
+    return -0.5 * x ** 2, -0.5 * (x - mu) ** 2               # (n,), (n,)
+
+
 def _logits_pair(logits, ref_logits, names=("logits", "ref_logits")):
     """Validate two 1-D vectors of one length V >= 2 and return them as float64."""
     doc = " of one value per token, shape (V,)"
@@ -82,18 +100,6 @@ def _logits_pair(logits, ref_logits, names=("logits", "ref_logits")):
     if a.size < 2:
         raise ValueError(f"{names[0]}: expected V >= 2 tokens, got shape {a.shape}")
     return a.astype(np.float64), b.astype(np.float64)
-
-
-def log_softmax(logits):
-    """``log softmax`` along the last axis, shifted by the max so that no exp overflows.
-
-    >>> log_softmax(np.log([1.0, 1.0, 2.0])).round(4)     # probabilities 1/4, 1/4, 1/2
-    array([-1.3863, -1.3863, -0.6931])
-    """
-    z, _ = as_float_array("logits", logits, shape_doc=" of logits, shape (..., V)")
-    z = z.astype(np.float64)
-    z = z - z.max(axis=-1, keepdims=True)                   # (..., V), max is 0
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def kl_categorical(logits, ref_logits):

@@ -1,5 +1,6 @@
 """Sliders for chapter 3 (KL estimators). Each figure is a plain function of the slider values,
-so it is drawn and tested without a browser; ``*_explorer()`` wires it to ipywidgets.
+so it is drawn and tested without a browser; ``*_explorer()`` wires it to ipywidgets
+through ``gl.sliders.explorer`` (live in Jupyter, precomputed frames on the static site).
 
 * ``kl_estimator_explorer``: the distance ``mu`` between pi_theta = N(0, 1) and
   pi_ref = N(mu, 1) redraws the distributions of k1, k2, k3 and their std/KL.
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .kl import kl_k1, kl_k2, kl_k3
-from .kl_theory import gaussian_estimator_moments, kl_categorical, kl_regularised_policy
+from .kl_theory import (gaussian_estimator_moments, gaussian_log_probs, kl_categorical,
+                        kl_regularised_policy)
 
 __all__ = ["kl_estimator_figure", "kl_estimator_explorer", "kl_beta_figure",
            "kl_beta_explorer", "BETA_TOY"]
@@ -26,16 +28,6 @@ BETA_TOY = {
     "rewards": np.array([1.0, 0.6, 0.2, 0.0, 0.0]),
     "ref_probs": np.array([0.05, 0.15, 0.30, 0.30, 0.20]),
 }
-
-
-def gaussian_log_probs(mu, n, seed=0):
-    """``n`` tokens ``x ~ N(0, 1)`` and their ``(logp, ref_logp)`` under N(0, 1) and N(mu, 1).
-
-    The normalising constant -log(2 pi)/2 is the same in both and cancels in every estimator,
-    so it is left out.
-    """
-    x = np.random.default_rng(seed).standard_normal(n)      # (n,) sampled from pi_theta
-    return -0.5 * x ** 2, -0.5 * (x - mu) ** 2               # (n,), (n,)
 
 
 def kl_estimator_figure(mu=0.5, n=20_000, *, seed=0, fig=None):
@@ -131,33 +123,6 @@ def kl_beta_figure(beta=0.1, *, fig=None):
     return fig
 
 
-def _explorer(figure, controls, figsize):
-    """Wire ipywidgets ``controls`` to ``figure(**values, fig=...)`` in an Output box."""
-    import ipywidgets as w
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-    out = w.Output()
-    with out:
-        fig = plt.figure(figsize=figsize)
-        plt.close(fig)  # drawn into `out` on each change, not by the inline backend
-
-    def redraw(_change=None):
-        figure(**{name: c.value for name, c in controls.items()}, fig=fig)
-        with out:
-            out.clear_output(wait=True)
-            display(fig)
-
-    for c in controls.values():
-        c.observe(redraw, names="value")
-    redraw()
-    box = w.VBox([w.HBox(list(controls.values())), out])
-    box.redraw = redraw  # lets tests and readers force a redraw
-    box.controls = controls
-    box.figure = fig
-    return box
-
-
 def kl_estimator_explorer(mu=0.5, n=20_000):
     """Live sliders for ``kl_estimator_figure``; returns the widget box.
 
@@ -166,11 +131,16 @@ def kl_estimator_explorer(mu=0.5, n=20_000):
     """
     import ipywidgets as w
 
+    from .sliders import explorer
+
     controls = {
         "mu": w.FloatSlider(value=mu, min=0.05, max=2.0, step=0.05, description="mu"),
         "n": w.Dropdown(options=[2_000, 20_000, 200_000], value=n, description="tokens"),
     }
-    return _explorer(kl_estimator_figure, controls, (10, 3.8))
+    grid = {"mu": [0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0], "n": [n]}
+    if mu not in grid["mu"]:
+        grid["mu"] = sorted(grid["mu"] + [mu])
+    return explorer(kl_estimator_figure, controls, grid)
 
 
 def kl_beta_explorer(beta=0.1):
@@ -181,8 +151,11 @@ def kl_beta_explorer(beta=0.1):
     """
     import ipywidgets as w
 
+    from .sliders import explorer
+
     controls = {
         "beta": w.FloatLogSlider(value=beta, base=10, min=-3, max=1, step=0.05,
                                  description="beta"),
     }
-    return _explorer(kl_beta_figure, controls, (10, 3.6))
+    grid = {"beta": sorted({0.001, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, float(beta)})}
+    return explorer(kl_beta_figure, controls, grid)

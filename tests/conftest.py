@@ -1,9 +1,32 @@
-"""Shared test settings."""
+"""Shared test settings, and the one book build that the site and browser tests share."""
 
 import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # The property tests run at least 200 examples each; no deadline, since CI machines are shared.
 settings.register_profile("grpo_lab", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "grpo_lab"))
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """Build the book once per test session, as the README does (warnings are errors, nitpicky
+    references), into a fresh folder so every chapter is executed; return ``_build/html``."""
+    out = tmp_path_factory.mktemp("book")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb) if jb.exists() else shutil.which("jupyter-book"), "build", str(ROOT),
+           "--path-output", str(out), "-W", "-n", "--keep-going"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    print(f"\nbook built in {time.perf_counter() - start:.1f} s into {out}")
+    return out / "_build" / "html"

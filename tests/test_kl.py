@@ -210,9 +210,9 @@ def softmax_pair(seed, V=6, scale=1.0):
 @pytest.mark.parametrize("seed", range(5))
 def test_k1_and_k3_are_unbiased_k2_is_not(seed):
     logits, ref_logits = softmax_pair(seed)
-    logp, ref_logp = gl.log_softmax(logits), gl.log_softmax(ref_logits)   # (V,), every token
+    logp, ref_logp = gl.kl_theory.log_softmax(logits), gl.kl_theory.log_softmax(ref_logits)   # (V,), every token
     p = np.exp(logp)
-    kl = gl.kl_categorical(logits, ref_logits)
+    kl = gl.kl_theory.kl_categorical(logits, ref_logits)
     assert p @ gl.kl_k1(logp, ref_logp) == pytest.approx(kl, rel=1e-12)
     assert p @ gl.kl_k3(logp, ref_logp) == pytest.approx(kl, rel=1e-12)
     assert abs(p @ gl.kl_k2(logp, ref_logp) - kl) > 1e-3 * kl
@@ -224,7 +224,7 @@ def test_monte_carlo_matches_the_gaussian_closed_form(mu):
     n = 400_000
     x = rng.standard_normal(n)                    # x ~ pi_theta = N(0, 1)
     logp, ref_logp = -0.5 * x ** 2, -0.5 * (x - mu) ** 2    # constants cancel in the ratio
-    exact = gl.gaussian_estimator_moments(mu)
+    exact = gl.kl_theory.gaussian_estimator_moments(mu)
     for name, fn in zip(("k1", "k2", "k3"), ESTIMATORS):
         k = fn(logp, ref_logp)
         se = exact[name]["std"] / np.sqrt(n)
@@ -238,7 +238,7 @@ def test_monte_carlo_matches_the_gaussian_closed_form(mu):
     (1.0, [(0, 2), (0.25, 1.73), (0, 1.7)]),
 ])
 def test_closed_form_reproduces_schulmans_table(mu, table):
-    m = gl.gaussian_estimator_moments(mu)
+    m = gl.kl_theory.gaussian_estimator_moments(mu)
     for name, (bias, std) in zip(("k1", "k2", "k3"), table):
         assert (m[name]["mean"] - m["kl"]) / m["kl"] == pytest.approx(bias, abs=6e-4)
         assert m[name]["std"] / m["kl"] == pytest.approx(std, abs=6e-3)
@@ -250,21 +250,21 @@ def test_closed_form_reproduces_schulmans_table(mu, table):
 def test_exact_kl_gradients_match_finite_differences(seed):
     logits, ref_logits = softmax_pair(seed)
     h = 1e-6
-    for direction, kl in [("reverse", gl.kl_categorical),
-                          ("forward", lambda a, b: gl.kl_categorical(b, a))]:
+    for direction, kl in [("reverse", gl.kl_theory.kl_categorical),
+                          ("forward", lambda a, b: gl.kl_theory.kl_categorical(b, a))]:
         fd = np.array([(kl(logits + h * e, ref_logits) - kl(logits - h * e, ref_logits)) / (2 * h)
                        for e in np.eye(logits.size)])
-        np.testing.assert_allclose(gl.kl_categorical_grad(logits, ref_logits, direction=direction),
+        np.testing.assert_allclose(gl.kl_theory.kl_categorical_grad(logits, ref_logits, direction=direction),
                                    fd, atol=1e-8)
 
 
 @given(st.integers(0, 2 ** 32 - 1), st.integers(2, 8), st.floats(0.1, 3.0))
 def test_what_each_estimator_follows_as_a_loss_term(seed, V, scale):
     logits, ref_logits = softmax_pair(seed, V, scale)
-    p = np.exp(gl.log_softmax(logits))                          # sampling weights, frozen
-    reverse = gl.kl_categorical_grad(logits, ref_logits, direction="reverse")
-    forward = gl.kl_categorical_grad(logits, ref_logits, direction="forward")
-    g1, g2, g3 = (gl.estimator_grad_table(fn, logits, ref_logits) @ p for fn in ESTIMATORS)
+    p = np.exp(gl.kl_theory.log_softmax(logits))                          # sampling weights, frozen
+    reverse = gl.kl_theory.kl_categorical_grad(logits, ref_logits, direction="reverse")
+    forward = gl.kl_theory.kl_categorical_grad(logits, ref_logits, direction="forward")
+    g1, g2, g3 = (gl.kl_theory.estimator_grad_table(fn, logits, ref_logits) @ p for fn in ESTIMATORS)
     np.testing.assert_allclose(g1, 0.0, atol=1e-8)              # k1: zero in expectation
     np.testing.assert_allclose(g2, reverse, atol=1e-8)          # k2: grad KL(pi || pi_ref)
     np.testing.assert_allclose(g3, forward, atol=1e-8)          # k3: grad KL(pi_ref || pi)
@@ -272,26 +272,26 @@ def test_what_each_estimator_follows_as_a_loss_term(seed, V, scale):
 
 def test_k3_gradient_is_not_the_reverse_kl_gradient():
     logits, ref_logits = np.array([2.0, 0.0, -1.0]), np.array([-1.0, 0.0, 2.0])
-    p = np.exp(gl.log_softmax(logits))
-    g3 = gl.estimator_grad_table(gl.kl_k3, logits, ref_logits) @ p
-    reverse = gl.kl_categorical_grad(logits, ref_logits)
+    p = np.exp(gl.kl_theory.log_softmax(logits))
+    g3 = gl.kl_theory.estimator_grad_table(gl.kl_k3, logits, ref_logits) @ p
+    reverse = gl.kl_theory.kl_categorical_grad(logits, ref_logits)
     assert np.linalg.norm(g3 - reverse) > 0.3 * np.linalg.norm(reverse)
 
 
 def test_k1_in_the_reward_gives_the_reverse_kl_gradient():
     # REINFORCE with reward -k1 (detached): E[k1(x) grad log pi(x)] = grad KL(pi || pi_ref)
     logits, ref_logits = softmax_pair(7)
-    logp, ref_logp = gl.log_softmax(logits), gl.log_softmax(ref_logits)
+    logp, ref_logp = gl.kl_theory.log_softmax(logits), gl.kl_theory.log_softmax(ref_logits)
     p = np.exp(logp)
-    score = gl.estimator_grad_table(gl.kl_k1, logits, ref_logits)   # (V, V): grad log pi(x)
+    score = gl.kl_theory.estimator_grad_table(gl.kl_k1, logits, ref_logits)   # (V, V): grad log pi(x)
     np.testing.assert_allclose(score @ (p * gl.kl_k1(logp, ref_logp)),
-                               gl.kl_categorical_grad(logits, ref_logits), atol=1e-8)
+                               gl.kl_theory.kl_categorical_grad(logits, ref_logits), atol=1e-8)
 
 
 def test_grad_table_of_k1_is_the_score_function():
     logits = np.array([0.5, -1.0, 2.0])
-    p = np.exp(gl.log_softmax(logits))
-    J = gl.estimator_grad_table(gl.kl_k1, logits, np.zeros(3))
+    p = np.exp(gl.kl_theory.log_softmax(logits))
+    J = gl.kl_theory.estimator_grad_table(gl.kl_k1, logits, np.zeros(3))
     np.testing.assert_allclose(J, np.eye(3) - p[:, None], atol=1e-9)    # [x == j] - pi_j
 
 
@@ -300,10 +300,10 @@ def test_grad_table_of_k1_is_the_score_function():
 def test_regularised_policy_is_a_stationary_point_of_its_objective(beta, direction):
     # d/d logits [pi . r - beta KL] = pi * (r - pi . r) - beta * grad KL: zero at the optimum
     rewards, ref_logits = softmax_pair(3)
-    pi = gl.kl_regularised_policy(rewards, ref_logits, beta, direction=direction)
+    pi = gl.kl_theory.kl_regularised_policy(rewards, ref_logits, beta, direction=direction)
     assert pi.sum() == pytest.approx(1.0, abs=1e-14) and np.all(pi > 0)
     logits = np.log(pi)
-    grad = pi * (rewards - pi @ rewards) - beta * gl.kl_categorical_grad(
+    grad = pi * (rewards - pi @ rewards) - beta * gl.kl_theory.kl_categorical_grad(
         logits, ref_logits, direction=direction)
     np.testing.assert_allclose(grad, 0.0, atol=1e-12)
 
@@ -311,8 +311,8 @@ def test_regularised_policy_is_a_stationary_point_of_its_objective(beta, directi
 def test_forward_kl_keeps_more_mass_on_what_the_reference_likes():
     # reverse KL tilts by e^{r/beta} and starves low-reward tokens; forward keeps beta*ref/(lam-r)
     rewards, ref_logits = np.array([1.0, 0.0, 0.0]), np.zeros(3)
-    rev = gl.kl_regularised_policy(rewards, ref_logits, 0.1)
-    fwd = gl.kl_regularised_policy(rewards, ref_logits, 0.1, direction="forward")
+    rev = gl.kl_theory.kl_regularised_policy(rewards, ref_logits, 0.1)
+    fwd = gl.kl_theory.kl_regularised_policy(rewards, ref_logits, 0.1, direction="forward")
     assert rev[1] == pytest.approx(1 / (np.exp(10) + 2), rel=1e-12)
     assert fwd[1] > 50 * rev[1]
 
@@ -347,7 +347,8 @@ def test_bad_arrays_are_refused_with_a_message(fn, logp, ref_logp, exc, message)
     (np.inf, ValueError, "clamp: expected a finite number, got inf"),
     (True, TypeError, "clamp: expected a real number, got bool True"),
     ("10", TypeError, "clamp: expected a real number, got str '10'"),
-    (np.array([10.0]), TypeError, "clamp: expected a real number, got a 1-D float64 array of shape (1,)"),
+    (np.array([10.0]), TypeError,
+     "clamp: expected a real number, got a 1-D float64 array of shape (1,)"),
 ])
 def test_bad_clamp_is_refused_with_a_message(fn, clamp, exc, message):
     with pytest.raises(exc, match=re.escape(message)):
@@ -355,26 +356,26 @@ def test_bad_clamp_is_refused_with_a_message(fn, clamp, exc, message):
 
 
 @pytest.mark.parametrize("call, exc, message", [
-    (lambda: gl.estimator_grad_table("k3", [0.0, 1.0], [1.0, 0.0]), TypeError,
+    (lambda: gl.kl_theory.estimator_grad_table("k3", [0.0, 1.0], [1.0, 0.0]), TypeError,
      "estimator: expected a function such as gl.kl_k3, got str"),
-    (lambda: gl.estimator_grad_table(gl.kl_k3, [0.0, 1.0], [1.0, 0.0], h=0), ValueError,
+    (lambda: gl.kl_theory.estimator_grad_table(gl.kl_k3, [0.0, 1.0], [1.0, 0.0], h=0), ValueError,
      "h: expected a number > 0.0, got 0.0"),
-    (lambda: gl.kl_categorical([[0.0, 1.0]], [[1.0, 0.0]]), ValueError,
+    (lambda: gl.kl_theory.kl_categorical([[0.0, 1.0]], [[1.0, 0.0]]), ValueError,
      "logits: expected a 1-D array of one value per token, shape (V,), got a 2-D float64 array"),
-    (lambda: gl.kl_categorical([0.0, 1.0], [1.0, 0.0, 2.0]), ValueError,
+    (lambda: gl.kl_theory.kl_categorical([0.0, 1.0], [1.0, 0.0, 2.0]), ValueError,
      "ref_logits: expected the shape of logits, (2,), got shape (3,)"),
-    (lambda: gl.kl_categorical([0.0], [1.0]), ValueError,
+    (lambda: gl.kl_theory.kl_categorical([0.0], [1.0]), ValueError,
      "logits: expected V >= 2 tokens, got shape (1,)"),
-    (lambda: gl.kl_categorical_grad([0.0, 1.0], [1.0, 0.0], direction="backward"), ValueError,
+    (lambda: gl.kl_theory.kl_categorical_grad([0.0, 1.0], [1.0, 0.0], direction="backward"), ValueError,
      "direction: expected one of 'reverse', 'forward', got 'backward'"),
-    (lambda: gl.gaussian_estimator_moments(30.0), ValueError, "mu: expected |mu| <= 26.5"),
-    (lambda: gl.gaussian_estimator_moments("1"), TypeError, "mu: expected a real number"),
-    (lambda: gl.log_softmax("abc"), TypeError, "logits: expected a numeric array"),
-    (lambda: gl.kl_regularised_policy([[1.0, 0.0]], [0.0, 0.0], 0.1), ValueError,
+    (lambda: gl.kl_theory.gaussian_estimator_moments(30.0), ValueError, "mu: expected |mu| <= 26.5"),
+    (lambda: gl.kl_theory.gaussian_estimator_moments("1"), TypeError, "mu: expected a real number"),
+    (lambda: gl.kl_theory.log_softmax("abc"), TypeError, "logits: expected a numeric array"),
+    (lambda: gl.kl_theory.kl_regularised_policy([[1.0, 0.0]], [0.0, 0.0], 0.1), ValueError,
      "rewards: expected a 1-D array"),
-    (lambda: gl.kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 0.0), ValueError,
+    (lambda: gl.kl_theory.kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 0.0), ValueError,
      "beta: expected a number > 0.0, got 0.0"),
-    (lambda: gl.kl_regularised_policy([1.0, 0.0], [0.0], 0.1), ValueError,
+    (lambda: gl.kl_theory.kl_regularised_policy([1.0, 0.0], [0.0], 0.1), ValueError,
      "ref_logits: expected the shape of rewards, (2,), got shape (1,)"),
 ])
 def test_theory_helpers_refuse_bad_input(call, exc, message):

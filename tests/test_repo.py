@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -63,3 +64,37 @@ def test_chapter_imports_the_package_with_one_alias(path):
                     if c["cell_type"] == "code")
     assert "import grpo_lab as gl" in src
     assert not re.search(r"from grpo_lab[\w.]* import", src), "use the gl alias"
+
+
+def test_pages_workflow_builds_with_the_readme_command_and_deploys_the_site():
+    workflow = yaml.safe_load((ROOT / ".github/workflows/pages.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert triggers["push"]["branches"] == ["main"]
+    steps = workflow["jobs"]["build"]["steps"]
+    build = [c for c in readme_commands() if "jupyter-book build" in c][0]
+    assert [s for s in steps if s.get("run", "").strip() == build.strip()], \
+        "the workflow must build with the README's build command, verbatim"
+    upload = [s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact")]
+    assert upload and upload[0]["with"]["path"] == "_build/html"
+    python = [s for s in steps if s.get("uses", "").startswith("actions/setup-python")]
+    assert python and python[0]["with"]["python-version"] == "3.11"
+    deploy = workflow["jobs"]["deploy"]
+    assert deploy["needs"] == "build"
+    assert any(s.get("uses", "").startswith("actions/deploy-pages") for s in deploy["steps"])
+
+
+def test_binder_gets_the_python_the_requirements_need():
+    assert (ROOT / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_installs_the_package_on_colab_only(path):
+    """Colab's launch button opens the bare notebook: its first code cell installs grpo_lab
+    from the repository that _config.yml names, on Colab only, and is left off the website."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    url = f"git+{config['url'].rstrip('/')}@{config['branch']}"
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    first = "".join(cells[0]["source"])
+    assert 'if "google.colab" in sys.modules:' in first, f"{path.name}: no Colab set-up cell"
+    assert f'%pip install --quiet "grpo_lab @ {url}"' in first, first
+    assert "remove-cell" in cells[0]["metadata"].get("tags", [])

@@ -1,40 +1,24 @@
-"""Checkers for the implement-it drills: they run the reader's function on worked and edge
-cases and say, like a good interviewer, what exactly is wrong.
+"""Drill checker for chapter 1: group-relative advantages.
 
-Each ``check_<name>(fn)`` prints a short verdict and returns True or False.
+The drill: ``my_group_advantages(rewards, eps=1e-8)``, rewards (B, G) -> (r - group mean) /
+(group std + eps), statistics along the last axis with keepdims, the population std (ddof=0),
+an all-equal group giving 0, the caller's array left alone.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .advantages import group_advantages
+from ..advantages import group_advantages
+from ._harness import call, verdict as _verdict
 
 __all__ = ["check_group_advantages"]
 
 
 def _run(fn, rewards):
-    """Call the reader's function on a copy; return (output array or None, problem or None)."""
-    given = np.array(rewards, dtype=np.float64)
-    before = given.copy()
-    try:
-        out = fn(given)
-    except Exception as exc:  # the reader's bug, reported rather than raised
-        hint = ""
-        if "broadcast" in str(exc):
-            hint = (" (a group statistic of shape (B,) does not broadcast against (B, G): "
-                    "keep it (B, 1) with keepdims=True)")
-        return None, f"raised {type(exc).__name__}: {exc}{hint}"
-    if not np.array_equal(given, before):
-        return None, ("it modified its input (an in-place `rewards -= ...`?): "
-                      "work on a copy and leave the caller's array alone")
-    if out is None:
-        return None, "it returned None: return the advantages array"
-    try:
-        out = np.asarray(out, dtype=np.float64)
-    except (TypeError, ValueError):
-        return None, f"it returned {type(out).__name__}, expected a float array"
-    return out, None
+    return call(fn, rewards, returns="the advantages array", broadcast_hint=(
+        " (a group statistic of shape (B,) does not broadcast against (B, G): keep it (B, 1) "
+        "with keepdims=True)"))
 
 
 def check_group_advantages(fn, *, eps=1e-8, verbose=True) -> bool:
@@ -43,10 +27,7 @@ def check_group_advantages(fn, *, eps=1e-8, verbose=True) -> bool:
     The drill: rewards (B, G) -> (r - group mean) / (group std + eps), statistics along the
     last axis, ddof=0, an all-equal group giving 0.
     """
-    def verdict(ok, message):
-        if verbose:
-            print(("PASS: " if ok else "NOT YET: ") + message)
-        return ok
+    verdict = _verdict(verbose, fn)
 
     # 1. the worked example
     out, problem = _run(fn, [[1.0, 0.0, 1.0, 0.0]])

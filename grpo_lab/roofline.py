@@ -1,0 +1,185 @@
+r"""The roofline model, bytes-moved counts, GPU bandwidth arithmetic, and chapter 7's figures.
+
+Taught in chapter 7 (``chapters/07_performance.ipynb``).
+
+The roofline (Williams, Waterman and Patterson, 2009): a kernel that does ``F`` flops and must
+move ``M`` bytes between memory and the processor takes at least
+
+.. math::
+
+    t \ge \max\Big(\frac{F}{P},\ \frac{M}{W}\Big)
+
+on a machine with peak compute ``P`` (flop/s) and memory bandwidth ``W`` (byte/s). Its
+*arithmetic intensity* ``I = F / M`` decides which bound binds: below the ridge point ``P / W``
+the kernel is memory-bound, and only moving fewer bytes makes it faster.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ADV_FLOPS_PER_REWARD", "GPU", "H100_SXM", "LOSS_FLOPS_PER_TOKEN", "TraceCount",
+           "advantages_min_bytes", "attainable", "loss_min_bytes", "measure_matmul_flops",
+           "ratio_figure", "roofline_figure", "trace_torch_traffic"]
+
+#: Flops per reward of group advantages: row sum (add), deviation (sub), square (mul), sum of
+#: squares (add), scale (mul). The per-row sqrt and divide are 1/G of that, left out.
+ADV_FLOPS_PER_REWARD = 5
+
+#: Flops per token of the GRPO loss, forward and backward, with k3: log-ratio, exp, two
+#: surrogate products, clamp (2 compares), max, ref difference, exp, k3 (2), beta*kl + pg,
+#: weight, sum (the forward, 14); -A r, gate, dk3, add, weight (the gradient, 5).
+LOSS_FLOPS_PER_TOKEN = 19
+
+
+@dataclass(frozen=True)
+class GPU:
+    """Datasheet figures of a GPU, for arithmetic (not measurement)."""
+    name: str
+    hbm_bytes_per_s: float          # memory bandwidth
+    fp32_flops: float               # non-tensor-core FP32 peak
+    l2_bytes: float                 # last-level cache
+    launch_s: float                 # an assumed per-kernel launch cost, not a datasheet figure
+
+
+#: NVIDIA H100 SXM5 (the H100 datasheet): 3.35 TB/s HBM3, 67 TFLOP/s FP32, 50 MB L2. The
+#: launch cost is an assumption of a few microseconds per eager kernel.
+H100_SXM = GPU("H100 SXM (datasheet)", 3.35e12, 67e12, 50e6, 5e-6)
+
+
+def attainable(intensity, peak_flops, bandwidth):
+    """The roof: the flop/s a kernel of ``intensity`` flop/byte can reach, ``min(P, I W)``."""
+    return np.minimum(peak_flops, np.asarray(intensity, dtype=np.float64) * bandwidth)
+
+
+def advantages_min_bytes(B, G, itemsize=4):
+    """Bytes a group-advantages kernel must move: read B*G rewards, write B*G advantages."""
+    return 2 * B * G * itemsize
+
+
+def loss_min_bytes(N, T, itemsize=4, per_sequence_adv=True):
+    """Bytes the GRPO loss forward + backward must move, at the least, for N x T tokens.
+
+    Read ``logp``, ``old_logp``, ``ref_logp`` (``itemsize`` each) and the bool mask (1 byte)
+    per token, the advantages per sequence (or per token), and write the gradient per token.
+    """
+    adv = N * itemsize if per_sequence_adv else N * T * itemsize
+    return N * T * (3 * itemsize + 1 + itemsize) + adv
+
+
+@dataclass
+class TraceCount:
+    """What a torch computation asked of memory, op by op (see :func:`trace_torch_traffic`)."""
+    ops: int = 0                    # aten operations = kernel launches on a GPU
+    bytes_read: int = 0             # sum over ops of their tensor inputs' sizes
+    bytes_written: int = 0          # sum over ops of their tensor outputs' sizes
+    full_size_outputs: int = 0      # outputs at least as large as ``full_size`` bytes
+
+    @property
+    def bytes_moved(self):
+        return self.bytes_read + self.bytes_written
+
+
+def trace_torch_traffic(fn, full_size=0):
+    """Run ``fn()`` and count each aten op's tensor inputs and outputs, forward and backward.
+
+    An eager op is a kernel of its own: it streams its inputs from memory and its output back,
+    so the sum over ops is the memory traffic of the eager computation when its tensors are
+    larger than the caches (views, which move nothing, are not counted).
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    count = TraceCount()
+    moves_nothing = {"view", "_unsafe_view", "expand", "t", "transpose", "as_strided", "slice",
+                     "select", "unsqueeze", "squeeze", "detach", "alias", "permute", "reshape",
+                     "lift_fresh", "empty", "empty_like", "new_empty", "empty_strided"}
+
+    def nbytes(tree):
+        return sum(t.numel() * t.element_size() for t in tree_flatten(tree)[0]
+                   if isinstance(t, torch.Tensor))
+
+    class Counter(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ not in moves_nothing:
+                count.ops += 1
+                count.bytes_read += nbytes((args, kwargs))
+                written = nbytes(out)
+                count.bytes_written += written
+                if full_size and any(isinstance(t, torch.Tensor) and
+                                     t.numel() * t.element_size() >= full_size
+                                     for t in tree_flatten(out)[0]):
+                    count.full_size_outputs += 1
+            return out
+
+    with Counter():
+        fn()
+    return count
+
+
+def measure_matmul_flops(n=1024, repeats=5, dtype=np.float32):
+    """Flop/s of an n x n matrix product (BLAS): the compute roof of this machine, measured."""
+    import time
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(n, n)).astype(dtype), rng.normal(size=(n, n)).astype(dtype)
+    a @ b                                                          # warm-up
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+def ratio_figure(report, ax=None):
+    """Horizontal bars: each implementation's median time as a multiple of the copy (log x)."""
+    import matplotlib.pyplot as plt
+    rows = [r for r in report["results"] if "copy" not in r["impl"]]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.4))
+    labels = [f"{r['bench']} {tuple(r['shape'])}\n{r['impl']}" for r in rows]
+    ratios = [r["ratio_to_copy"] for r in rows]
+    colours = ["tab:green" if ("fast" in r["impl"] or "fused" in r["impl"]) else "tab:gray"
+               for r in rows]
+    y = np.arange(len(rows))[::-1]
+    ax.barh(y, ratios, color=colours)
+    for yi, ratio in zip(y, ratios):
+        ax.text(ratio * 1.05, yi, f"{ratio:.1f}x", va="center", fontsize=8)
+    ax.axvline(1.0, color="k", lw=1)
+    ax.set_xscale("log")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlabel("median time / time of a memory copy of the same size (log scale; 1 = copy)")
+    fast = [r for r in rows if r["impl"].startswith("numpy fast")]
+    ref = [r for r in rows if r["impl"].startswith("numpy reference")]
+    if fast and ref:
+        gain = np.median([r["ratio_to_copy"] / f["ratio_to_copy"] for r, f in zip(ref, fast)])
+        ax.set_title(f"Blocking and fusing bring group_advantages {gain:.0f}x closer to the copy")
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def roofline_figure(bandwidth, peak_flops, points, ax=None, title=None):
+    """The roofline ``min(P, I W)`` on log-log axes, with ``points``: {label: (I, flop/s)}."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    intensity = np.logspace(-2, 3, 200)
+    ax.loglog(intensity, attainable(intensity, peak_flops, bandwidth) / 1e9, "k-", lw=2,
+              label=f"roof: {bandwidth / 1e9:.0f} GB/s, {peak_flops / 1e9:.0f} GFLOP/s")
+    ax.axvline(peak_flops / bandwidth, color="k", ls=":", lw=1)
+    ax.text(peak_flops / bandwidth * 1.1, peak_flops / 1e9 / 3, "ridge point", fontsize=8)
+    for (label, (i, flops)), marker in zip(points.items(), "osD^vP*X"):
+        ax.loglog([i], [flops / 1e9], marker, ms=8, label=label)
+    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
+    ax.set_ylabel("attained GFLOP/s")
+    ax.set_title(title or "Memory-bound: every implementation sits under the sloped roof")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.figure.tight_layout()
+    return ax.figure
