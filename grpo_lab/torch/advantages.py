@@ -23,7 +23,12 @@ def _deviations(x: torch.Tensor) -> torch.Tensor:
 def _std(dev: torch.Tensor, ddof: int) -> torch.Tensor:
     """Standard deviation along the last axis from deviations that already have mean 0."""
     n = dev.shape[-1]
-    return torch.sqrt((dev * dev).sum(dim=-1, keepdim=True) / (n - ddof))   # (B, 1)
+    var = (dev * dev).sum(dim=-1, keepdim=True) / (n - ddof)                # (B, 1)
+    # sqrt has an infinite slope at 0: an all-equal group would get a NaN gradient (inf * 0),
+    # so its std is set to 0 outside the sqrt, where the gradient is then 0.
+    positive = var > 0
+    return torch.where(positive, torch.sqrt(torch.where(positive, var, torch.ones_like(var))),
+                       torch.zeros_like(var))
 
 
 def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean"):
@@ -62,20 +67,23 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
 
     x = arr.to(WORK)                                # (B, G) float64
     # Divide by a power of two near max|r| (exact) so |x| <= 1 and no square overflows.
+    # A multiply by 2**-k, not torch.ldexp: ldexp's backward in torch 2.13 does not scale the
+    # gradient (tests/test_torch_parity.py checks the gradient with gradcheck).
     _, k = torch.frexp(x.detach().abs().max())
-    x = torch.ldexp(x, -k)
+    down = torch.exp2(-k.to(WORK))                  # 2**-k, exact
+    x = x * down
 
     dev = _deviations(x)                            # (B, G)
     dev_baseline = dev * (G / (G - 1)) if baseline == "leave_one_out" else dev
 
     if scale == "none":
-        adv = torch.ldexp(dev_baseline, k)          # back to reward units
+        adv = dev_baseline / down                   # back to reward units (exact)
     else:
         if scale == "group":
             std = _std(dev, ddof)                                  # (B, 1)
         else:
             std = _std(_deviations(x.reshape(1, B * G)), ddof)     # (1, 1)
-        denom = std + torch.ldexp(torch.tensor(eps, dtype=WORK, device=x.device), -k)
+        denom = std + eps * down                    # eps rescaled like the rewards
         # 0 / 0 (an all-equal group with eps = 0) is defined as 0; the safe denominator keeps
         # the unused branch of `where` finite, so its gradient is 0 rather than NaN.
         safe = torch.where(denom > 0, denom, torch.ones_like(denom))

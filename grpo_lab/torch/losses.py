@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 
 from .._checks import check_choice, check_int, check_real
+from ..aggregation import AGGREGATIONS
+from ..losses import LEVELS, MAX_LOG_RATIO
 from ._checks import (WORK, as_float_tensor, as_mask, cast_result, check_shape, describe,
                       same_device)
 from .kl import kl_k1, kl_k2, kl_k3
@@ -18,9 +20,7 @@ from .kl import kl_k1, kl_k2, kl_k3
 __all__ = ["AGGREGATIONS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO", "aggregate_loss",
            "aggregation_weights", "clipped_surrogate_loss", "grpo_loss", "sequence_ratio"]
 
-AGGREGATIONS = ("grpo", "bnpo", "dapo", "dr_grpo")
-LEVELS = ("token", "sequence")
-MAX_LOG_RATIO = 20.0
+#: The same names as the NumPy reference (the options are imported from it, not copied).
 KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
 
 _TOKENS_DOC = " of per-token log-probs, shape (N, T)"
@@ -113,9 +113,7 @@ def _advantages(adv, shape, device):
 
 
 def _eps(eps_low, eps_high):
-    eps_low = check_real("eps_low", eps_low, minimum=0.0)
-    if eps_low > 1.0:
-        raise ValueError(f"eps_low: expected a number <= 1.0, got {eps_low}")
+    eps_low = check_real("eps_low", eps_low, minimum=0.0, maximum=1.0)
     eps_high = eps_low if eps_high is None else check_real("eps_high", eps_high, minimum=0.0)
     return eps_low, eps_high
 
