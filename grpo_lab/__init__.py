@@ -32,6 +32,11 @@ Where each name is taught:
 ``gl.weighted_sum``             chapter 5, combining rewards by a weighted sum
 ``gl.normalise_then_sum``       chapter 5, combining rewards after group normalisation
 ``gl.rewards``                  chapter 5, the module (extract_answer, parse_number, ...)
+``gl.torch``                    the torch path (``import grpo_lab.torch as glt``): the same
+                                names and signatures on tensors, CPU or CUDA, autograd
+``gl.task``                     chapter 6, the addition task (training and held-out prompts)
+``gl.tiny_policy``              chapter 6, the tokenizer and the tiny transformer policy
+``gl.train``                    chapter 6, the GRPO loop; ``python -m grpo_lab.train``
 ``gl.group_advantages_fast``    chapter 7, the blocked fast path, equal to the reference
 ``gl.bench``                    chapter 7, ``python -m grpo_lab.bench``: each vs a memory copy
 ``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic, figures
@@ -92,13 +97,14 @@ __all__ = [
 ]
 
 # Imported on first use, so that `import grpo_lab` stays light: the drills, sliders and
-# widgets need matplotlib / ipywidgets; hidden_string is training code; loss_fused needs
-# torch (never imported by `import grpo_lab`).
+# widgets need matplotlib / ipywidgets; hidden_string is training code; loss_fused, torch,
+# tiny_policy and train need torch (never imported by `import grpo_lab`).
 _LAZY = (
     "drills", "sliders", "widgets",
     "hidden_string",                                                                 # ch. 2
     "drills_kl", "widgets_kl",                                                       # ch. 3
     "drills_precision",                                                              # ch. 4
+    "task", "tiny_policy", "torch", "train",                       # ch. 6 (all but task: torch)
     "bench", "loss_fused", "roofline",                                # ch. 7 (loss_fused: torch)
     "drills_production", "widgets_production",                                       # ch. 8
 )

@@ -44,7 +44,7 @@ from ._checks import check_choice, check_int, check_real
 from .task import AdditionTask
 from .tiny_policy import EOS, TinyGPT, Tokenizer, completion_logp, sample
 
-__all__ = ["TrainConfig", "Run", "Rollout", "make_run", "format_warmup", "evaluate", "rollout",
+__all__ = ["TrainConfig", "Run", "Rollout", "make_run", "prepare", "format_warmup", "evaluate", "rollout",
            "score", "update", "grpo_step", "train", "main", "METRICS"]
 
 REWARD_KINDS = ("accuracy", "contains")
@@ -295,12 +295,26 @@ METRICS = {
     "zero_spread": "share of groups whose G rewards are all equal: no advantage, no gradient",
     "clip_frac": "share of tokens whose ratio was clipped on the last inner iteration",
     "kl": "mean per-token KL estimate (config.kl) of the policy against the frozen reference",
-    "approx_kl": "k3 estimate of KL(pi_old || pi_theta) after the step: how far one update moved",
+    "approx_kl": "k3 estimate of KL(pi_old || pi_theta) on the last inner iteration: how far "
+                 "the updates on this batch moved the policy",
     "loss": "the GRPO loss on the last inner iteration",
     "held_out_accuracy": "greedy accuracy on every held-out prompt (never trained on)",
     "held_out_format": "greedy format rate on the held-out prompts",
     "seconds": "wall-clock seconds since the start of the run (not seeded: never compare it)",
 }
+
+
+def prepare(config: TrainConfig) -> Run:
+    """A run ready for GRPO: built, format-warmed-up, its reference frozen, its start measured.
+
+    ``run.warmup_losses`` holds the warm-up's losses and ``run.start`` the held-out accuracy
+    and format rate (:func:`evaluate`) that GRPO starts from.
+    """
+    run = make_run(config)
+    run.warmup_losses = format_warmup(run)
+    run.reference = copy.deepcopy(run.policy).eval().requires_grad_(False)   # pi_ref, frozen
+    run.start = evaluate(run)
+    return run
 
 
 def train(config: TrainConfig, *, progress: bool = True, log_path=None) -> Run:
@@ -310,11 +324,8 @@ def train(config: TrainConfig, *, progress: bool = True, log_path=None) -> Run:
     run is returned either way and ``run.interrupted`` says which. With ``log_path`` the
     history is also written as CSV after every evaluation.
     """
-    run = make_run(config)
     start = time.perf_counter()
-    run.warmup_losses = format_warmup(run)
-    run.reference = copy.deepcopy(run.policy).eval().requires_grad_(False)
-    run.start = evaluate(run)
+    run = prepare(config)
     run.interrupted = False
     bar = _progress_bar(config.steps, progress)
     held = {"held_out_accuracy": run.start["accuracy"], "held_out_format": run.start["format"]}
