@@ -98,6 +98,33 @@ def test_chapter_three_shows_the_source_the_table_and_the_gradient_checks(site):
 
 
 @pytest.mark.site
+def test_chapter_five_shows_the_verifiers_the_hostile_table_and_the_hack(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "05_rewards.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "def accuracy_reward" in text and "def format_reward" in text   # the real source
+    assert "a power tower" in text and "1 MB of text" in text             # hostile strings
+    assert "weak reward rose by more than 0.2: True" in text               # the hack, live
+    assert "true accuracy rose by less than 0.1: True" in text
+    assert "PASS: all 17 completions" in text                              # drill solution
+    assert "tag_hide-input" in page
+
+
+@pytest.mark.site
+def test_chapter_six_shows_the_step_and_a_run_that_learns(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "06_training_loop.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "def grpo_step" in text and "def update" in text                # the real source
+    assert "ratio is 1 on every token (to float32 rounding): True" in text
+    assert "held-out accuracy below 20% (it cannot add yet): True" in text
+    assert "ends at 90% or more on held-out prompts: True" in text
+    assert "PASS: clipped surrogate + beta k3" in text                     # drill solution
+
+
+@pytest.mark.site
 def test_chapter_eight_shows_the_map_the_sources_and_checked_numbers(site):
     import html as html_lib
 
