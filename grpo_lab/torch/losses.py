@@ -13,6 +13,7 @@ import torch
 from .._checks import check_choice, check_int, check_real
 from ..aggregation import AGGREGATIONS
 from ..losses import LEVELS, MAX_LOG_RATIO
+from ..losses import _eps  # the clip range is checked exactly as in NumPy
 from ._checks import (WORK, as_float_tensor, as_mask, cast_result, check_shape, describe,
                       same_device)
 from .kl import kl_k1, kl_k2, kl_k3
@@ -110,12 +111,6 @@ def _advantages(adv, shape, device):
         return a[..., None], a_dtype                                  # (N,) -> (N, 1)
     raise ValueError(f"adv: expected shape {tuple(shape[:-1])} (one advantage per sequence) or "
                      f"{tuple(shape)} (one per token), got {describe(a)}")
-
-
-def _eps(eps_low, eps_high):
-    eps_low = check_real("eps_low", eps_low, minimum=0.0, maximum=1.0)
-    eps_high = eps_low if eps_high is None else check_real("eps_high", eps_high, minimum=0.0)
-    return eps_low, eps_high
 
 
 def _surrogate(log_ratio, adv, eps_low, eps_high, dual_clip):
