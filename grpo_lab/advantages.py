@@ -42,18 +42,27 @@ def check_arguments(rewards, eps, scale, ddof, baseline, *, finite=True):
     """
     arr, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)",
                                     finite=finite)
-    B, G = arr.shape
+    return (arr, out_dtype) + check_options(arr.shape, eps, scale, ddof, baseline)
+
+
+def check_options(shape, eps, scale, ddof, baseline):
+    """Validate the group size and the options for rewards of ``shape`` (B, G).
+
+    Shared by the NumPy reference, its fast path and the torch mirror, so all three refuse the
+    same inputs with the same words. Returns ``(eps, scale, ddof, baseline)``.
+    """
+    B, G = shape
     if G < 2:
         raise ValueError(
             f"rewards: expected a group size G >= 2 on the last axis of shape (B, G), got "
-            f"shape {arr.shape}: a single completion has no group to be compared with")
+            f"shape {tuple(shape)}: a single completion has no group to be compared with")
     eps = check_real("eps", eps, minimum=0.0)
     scale = check_choice("scale", scale, SCALES)
     baseline = check_choice("baseline", baseline, BASELINES)
     n = B * G if scale == "batch" else G          # how many rewards each std is over
     ddof = check_int("ddof", ddof, minimum=0, maximum=n - 1,
                      why=f" so that {'B*G' if scale == 'batch' else 'G'} - ddof > 0")
-    return arr, out_dtype, eps, scale, ddof, baseline
+    return eps, scale, ddof, baseline
 
 
 def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean"):

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_choice, check_int, check_real
-from ..advantages import BASELINES, SCALES
+from ..advantages import check_options
 from ._checks import WORK, as_float_tensor, cast_result
 
 __all__ = ["group_advantages"]
@@ -54,16 +53,7 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     """
     arr, out_dtype = as_float_tensor("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)")
     B, G = arr.shape
-    if G < 2:
-        raise ValueError(
-            f"rewards: expected a group size G >= 2 on the last axis of shape (B, G), got "
-            f"shape {tuple(arr.shape)}: a single completion has no group to be compared with")
-    eps = check_real("eps", eps, minimum=0.0)
-    scale = check_choice("scale", scale, SCALES)
-    baseline = check_choice("baseline", baseline, BASELINES)
-    n = B * G if scale == "batch" else G
-    ddof = check_int("ddof", ddof, minimum=0, maximum=n - 1,
-                     why=f" so that {'B*G' if scale == 'batch' else 'G'} - ddof > 0")
+    eps, scale, ddof, baseline = check_options(tuple(arr.shape), eps, scale, ddof, baseline)
 
     x = arr.to(WORK)                                # (B, G) float64
     # Divide by a power of two near max|r| (exact) so |x| <= 1 and no square overflows.
