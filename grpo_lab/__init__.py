@@ -3,11 +3,24 @@
 Chapters use one alias, ``import grpo_lab as gl``, and the public names live flat here.
 NumPy is the reference implementation; ``import grpo_lab`` never imports torch.
 
+The folders show the layers; each imports only from the ones above it in this list:
+
+===============  ==============================================================================
+``numerics/``    the one validation layer (arrays and tensors), the careful numerics, precision
+``core/``        the math of the papers: advantages, GAE, surrogate, aggregation, KL, the loss
+``torch/``       the same math on tensors (``import grpo_lab.torch as glt``), CPU or CUDA
+``theory/``      group statistics, the memory model, KL theory
+``rl/``          rewards, the addition task, the tiny policy, the training loop, a toy task
+``perf/``        the fast advantages, the fused loss, the bench, the roofline
+``production/``  the trainers' defaults (TRL, verl, OpenRLHF) as grpo_lab options
+``book/``        ``show_source``, the slider mechanism, each chapter's figures
+``drills/``      each chapter's drill checkers and the harness they share
+===============  ==============================================================================
+
 Where each name is taught:
 
 ==============================  ==========================================================
 ``gl.group_advantages``         chapter 1, group-relative advantages
-``gl.group_advantages_fast``    chapter 7, the same advantages with fewer passes over memory
 ``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
 ``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
 ``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
@@ -19,7 +32,6 @@ Where each name is taught:
 ``gl.hidden_string``            chapter 2, the PPO vs GRPO training comparison (a toy task)
 ``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
 ``gl.kl_theory``                chapter 3, closed forms and exact gradients to check them by
-``gl.widgets_kl``               chapter 3's sliders: estimator distributions, beta
 ``gl.round_trip``               chapter 4, what storing in float16 / bfloat16 does to a number
 ``gl.rounded_matmul``           chapter 4, two kernels, one product: training/inference mismatch
 ``gl.log_softmax``              chapter 4, a log-softmax that survives low precision
@@ -39,44 +51,41 @@ Where each name is taught:
 ``gl.train``                    chapter 6, the GRPO loop; ``python -m grpo_lab.train``
 ``gl.group_advantages_fast``    chapter 7, the blocked fast path, equal to the reference
 ``gl.bench``                    chapter 7, ``python -m grpo_lab.bench``: each vs a memory copy
-``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic, figures
-``gl.loss_fused``               chapter 7, the torch GRPO loss: eager composition and fused
+``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic
+``gl.loss_fused``               chapter 7, the fused torch GRPO loss (one sweep, one gradient)
 ``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
 ``gl.process_advantages``       chapter 8, DeepSeekMath's process-supervision advantages
 ``gl.steps_to_tokens``          chapter 8, per-step values spread over each step's tokens
 ``gl.show_source``              every chapter: shows the package's real code
-``gl.widgets``                  the chapters' sliders (figure functions and explorers)
+``gl.book``                     each chapter's figures and sliders (``gl.book.ch01`` ...)
 ``gl.sliders``                  the slider mechanism: live ipywidgets in Jupyter, precomputed
-                                frames on the static site (its docstring says how a chapter
-                                adds sliders)
-``gl.drills``                   every drill's checker (chapters 1-5, collected in chapter 9),
-                                and ``gl.drills.catalogue``, the wrong answers that prove them
-``gl.drills_kl``                chapter 3's name for its checkers (an alias of ``gl.drills``)
-``gl.drills_precision``         chapter 4's name for its checkers (an alias of ``gl.drills``)
-``gl.drills_production``        chapter 8's name for its checker (an alias of ``gl.drills``)
-``gl.widgets_production``       chapter 8's figures (advantages per system, process vs outcome)
+                                frames on the static site
+``gl.drills``                   every drill's checker (chapters 1-8, collected in chapter 9)
 ==============================  ==========================================================
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import sys
 
-from . import group_stats, kl_theory, presets, rewards
-from .advantages import BASELINES, SCALES, group_advantages
-from .advantages_fast import group_advantages_fast
-from .aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
-from .gae import gae
-from .kl import kl_k1, kl_k2, kl_k3
-from .logprobs import log_softmax, sequence_logprob_mean, sequence_logprob_sum, token_logprobs
-from .losses import LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss, sequence_ratio
-from .memory import training_memory
-from .precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table, round_trip,
-                        rounded_matmul, unit_roundoff)
-from .rewards import (accuracy_reward, format_reward, normalise_then_sum, overlong_penalty,
-                      weighted_sum)
-from .process import process_advantages, steps_to_tokens
-from .source import show_source
+from grpo_lab.book.source import show_source
+from grpo_lab.core.advantages import BASELINES, SCALES, group_advantages
+from grpo_lab.core.aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
+from grpo_lab.core.gae import gae
+from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
+from grpo_lab.core.losses import (LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss,
+                                  sequence_ratio)
+from grpo_lab.core.process import process_advantages, steps_to_tokens
+from grpo_lab.numerics.logprobs import (log_softmax, sequence_logprob_mean, sequence_logprob_sum,
+                                        token_logprobs)
+from grpo_lab.numerics.precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table,
+                                         round_trip, rounded_matmul, unit_roundoff)
+from grpo_lab.perf.advantages_fast import group_advantages_fast
+from grpo_lab.rl.rewards import (accuracy_reward, format_reward, normalise_then_sum,
+                                 overlong_penalty, weighted_sum)
+from grpo_lab.theory.memory import training_memory
 
 __version__ = "0.1.0"
 
@@ -96,22 +105,67 @@ __all__ = [
     "presets", "process_advantages", "steps_to_tokens",                             # ch. 8
 ]
 
-# Imported on first use, so that `import grpo_lab` stays light: the drills, sliders and
-# widgets need matplotlib / ipywidgets; hidden_string is training code; loss_fused, torch,
-# tiny_policy and train need torch (never imported by `import grpo_lab`).
-_LAZY = (
-    "drills", "sliders", "widgets",
-    "hidden_string",                                                                 # ch. 2
-    "drills_kl", "widgets_kl",                                                       # ch. 3
-    "drills_precision",                                                              # ch. 4
-    "task", "tiny_policy", "torch", "train",                       # ch. 6 (all but task: torch)
-    "bench", "loss_fused", "roofline",                                # ch. 7 (loss_fused: torch)
-    "drills_production", "widgets_production",                                       # ch. 8
-)
-__all__ += list(_LAZY)
+# The modules a chapter reaches as ``gl.<name>``, imported on first use so that
+# `import grpo_lab` stays light (book and drills need matplotlib / ipywidgets; torch, train,
+# tiny_policy and loss_fused need torch, which `import grpo_lab` never imports).
+_MODULES = {
+    "group_stats": "grpo_lab.theory.group_stats",
+    "kl_theory": "grpo_lab.theory.kl_theory",
+    "rewards": "grpo_lab.rl.rewards",
+    "presets": "grpo_lab.production.presets",
+    "hidden_string": "grpo_lab.rl.hidden_string",
+    "task": "grpo_lab.rl.task",
+    "tiny_policy": "grpo_lab.rl.tiny_policy",
+    "train": "grpo_lab.rl.train",
+    "bench": "grpo_lab.perf.bench",
+    "roofline": "grpo_lab.perf.roofline",
+    "loss_fused": "grpo_lab.perf.loss_fused",
+    "sliders": "grpo_lab.book.sliders",
+    "book": "grpo_lab.book",
+    "drills": "grpo_lab.drills",
+    "torch": "grpo_lab.torch",
+}
+__all__ += [name for name in _MODULES if name not in __all__]
+
+# Modules of the first layout (one flat folder) and where their contents live now. Importing
+# one, or reaching it as gl.<name>, raises an error that says where to look instead.
+MOVED = {
+    "advantages": "grpo_lab.core.advantages", "gae": "grpo_lab.core.gae",
+    "aggregation": "grpo_lab.core.aggregation", "kl": "grpo_lab.core.kl",
+    "losses": "grpo_lab.core.losses", "process": "grpo_lab.core.process",
+    "_checks": "grpo_lab.numerics.validate", "precision": "grpo_lab.numerics.precision",
+    "logprobs": "grpo_lab.numerics.logprobs", "memory": "grpo_lab.theory.memory",
+    "advantages_fast": "grpo_lab.perf.advantages_fast", "source": "grpo_lab.book.source",
+    "widgets": "grpo_lab.book.ch01 and grpo_lab.book.ch02",
+    "widgets_kl": "grpo_lab.book.ch03", "widgets_production": "grpo_lab.book.ch08",
+    "drills_kl": "grpo_lab.drills", "drills_precision": "grpo_lab.drills",
+    "drills_production": "grpo_lab.drills",
+    **{name: module for name, module in _MODULES.items() if name not in ("train", "bench")},
+}
+
+
+def _moved_message(name: str) -> str:
+    return (f"grpo_lab.{name} moved to {MOVED[name]} when the package was arranged in layers "
+            f"(see help(grpo_lab)); its public names are still gl.<name>, e.g. gl.group_advantages")
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder):
+    """Turns ``import grpo_lab.<old module>`` into an error that names the new place."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        prefix, _, name = fullname.partition(".")
+        if prefix == "grpo_lab" and name in MOVED:
+            raise ModuleNotFoundError(_moved_message(name), name=fullname)
+        return None
+
+
+if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
+    sys.meta_path.append(_MovedModuleFinder())
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        return importlib.import_module(f".{name}", __name__)
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
+    if name in MOVED:
+        raise AttributeError(_moved_message(name))
     raise AttributeError(f"module 'grpo_lab' has no attribute {name!r}")

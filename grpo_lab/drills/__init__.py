@@ -31,17 +31,17 @@ that it must reject with the right hint, and references it must accept (tests/te
 The drill chapter (``chapters/09_interview_drills.ipynb``) collects the drills.
 """
 
-from .advantages import check_group_advantages
-from .aggregation import check_aggregate_loss
-from .gae import check_gae
-from .kl import check_k3_loss_gradient, check_kl_k3
-from .performance import check_blocked_advantages, check_surrogate_grad
-from .precision import check_log_softmax, check_sequence_logprob_sum
-from .process import check_process_advantages
-from .rewards import check_format_reward
-from .surrogate import check_clipped_surrogate
+from grpo_lab.drills.ch01_advantages import check_group_advantages
+from grpo_lab.drills.ch02_aggregation import check_aggregate_loss
+from grpo_lab.drills.ch02_gae import check_gae
+from grpo_lab.drills.ch03_kl import check_k3_loss_gradient, check_kl_k3
+from grpo_lab.drills.ch07_performance import check_blocked_advantages, check_surrogate_grad
+from grpo_lab.drills.ch04_precision import check_log_softmax, check_sequence_logprob_sum
+from grpo_lab.drills.ch08_process import check_process_advantages
+from grpo_lab.drills.ch05_rewards import check_format_reward
+from grpo_lab.drills.ch02_surrogate import check_clipped_surrogate
 
-from . import catalogue  # noqa: E402  (last: it reads the checkers above)
+
 
 __all__ = [
     "check_group_advantages",                                                     # ch. 1

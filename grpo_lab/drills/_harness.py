@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import describe, is_float_dtype
+from grpo_lab.numerics.validate import describe, is_float_dtype
 
 __all__ = ["call", "verdict"]
 

@@ -23,9 +23,9 @@ except ImportError as exc:  # pragma: no cover - torch is pinned in requirements
     raise ImportError("grpo_lab.torch needs PyTorch: pip install 'grpo_lab[torch]' "
                       "(or torch from requirements.txt)") from exc
 
-from .advantages import group_advantages
-from .kl import kl_k1, kl_k2, kl_k3
-from .losses import (AGGREGATIONS, KL_ESTIMATORS, LEVELS, MAX_LOG_RATIO, aggregate_loss,
+from grpo_lab.torch.advantages import group_advantages
+from grpo_lab.torch.kl import kl_k1, kl_k2, kl_k3
+from grpo_lab.torch.losses import (AGGREGATIONS, KL_ESTIMATORS, LEVELS, MAX_LOG_RATIO, aggregate_loss,
                      aggregation_weights, clipped_surrogate_loss, grpo_loss, sequence_ratio)
 
 __all__ = ["AGGREGATIONS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO", "aggregate_loss",

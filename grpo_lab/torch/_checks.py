@@ -1,4 +1,4 @@
-"""Input checks for the torch path: the same messages as :mod:`grpo_lab._checks`, on tensors.
+"""Input checks for the torch path: the same messages as :mod:`grpo_lab.numerics.validate`, on tensors.
 
 ``<argument>: expected <what was expected>, got <what came>``, raised as a ``TypeError``
 (not a tensor, wrong dtype) or a ``ValueError`` (wrong shape, device or value). Scalar
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import describe as _describe_numpy
+from grpo_lab.numerics.validate import describe as _describe_numpy
 
 __all__ = ["WORK", "as_float_tensor", "as_mask", "cast_result", "check_shape", "describe",
            "same_device"]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ..advantages import check_options
-from ._checks import WORK, as_float_tensor, cast_result
+from grpo_lab.core.advantages import check_options
+from grpo_lab.torch._checks import WORK, as_float_tensor, cast_result
 
 __all__ = ["group_advantages"]
 

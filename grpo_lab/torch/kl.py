@@ -1,4 +1,4 @@
-r"""Schulman's per-token KL estimators k1, k2, k3 on tensors (see :mod:`grpo_lab.kl`).
+r"""Schulman's per-token KL estimators k1, k2, k3 on tensors (see :mod:`grpo_lab.core.kl`).
 
 Taught in chapter 3 (the NumPy reference). Same arguments, equations and numerics: worked in
 float64, k3 as ``expm1(r) - r`` with a Taylor series for ``|r| < 0.1``, an estimate that does
@@ -11,9 +11,9 @@ import math
 
 import torch
 
-from .._checks import check_real
-from ..kl import _K3_SERIES_BELOW, _K3_SERIES_TERMS
-from ._checks import WORK, as_float_tensor, check_shape, describe, same_device
+from grpo_lab.numerics.validate import check_real
+from grpo_lab.core.kl import _K3_SERIES_BELOW, _K3_SERIES_TERMS
+from grpo_lab.torch._checks import WORK, as_float_tensor, check_shape, describe, same_device
 
 __all__ = ["kl_k1", "kl_k2", "kl_k3"]
 

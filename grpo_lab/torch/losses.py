@@ -1,6 +1,6 @@
 r"""The GRPO loss on tensors: clipped surrogate, GSPO's sequence ratio, aggregation, grpo_loss.
 
-The NumPy reference and its chapter: :mod:`grpo_lab.losses` and :mod:`grpo_lab.aggregation`
+The NumPy reference and its chapter: :mod:`grpo_lab.core.losses` and :mod:`grpo_lab.core.aggregation`
 (chapter 2). Same names, arguments, equations and diagnostics; tensors on CPU or CUDA, worked
 in float64 and returned in the inputs' dtype, differentiable in ``logp`` (and in ``adv`` and
 ``ref_logp``, though a trainer detaches those). Chapter 6 trains with these.
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import check_choice, check_int, check_real
-from ..aggregation import AGGREGATIONS
-from ..losses import LEVELS, MAX_LOG_RATIO
-from ..losses import _eps  # the clip range is checked exactly as in NumPy
-from ._checks import (WORK, as_float_tensor, as_mask, cast_result, check_shape, describe,
+from grpo_lab.numerics.validate import check_choice, check_int, check_real
+from grpo_lab.core.aggregation import AGGREGATIONS
+from grpo_lab.core.losses import LEVELS, MAX_LOG_RATIO
+from grpo_lab.core.losses import _eps  # the clip range is checked exactly as in NumPy
+from grpo_lab.torch._checks import (WORK, as_float_tensor, as_mask, cast_result, check_shape, describe,
                       same_device)
-from .kl import kl_k1, kl_k2, kl_k3
+from grpo_lab.torch.kl import kl_k1, kl_k2, kl_k3
 
 __all__ = ["AGGREGATIONS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO", "aggregate_loss",
            "aggregation_weights", "clipped_surrogate_loss", "grpo_loss", "sequence_ratio"]

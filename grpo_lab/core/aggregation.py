@@ -1,0 +1,127 @@
+"""Loss aggregation: how per-token losses become one number, and the length bias it sets.
+
+Taught in chapter 2 (``chapters/02_ppo_to_grpo.ipynb``).
+
+Every aggregation is a weighted sum of the per-token losses; the modes (TRL's ``loss_type``
+names ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``) differ only in the weights, which
+:func:`aggregation_weights` returns so they can be looked at.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice, check_int, describe,
+                      working_dtype)
+
+__all__ = ["AGGREGATIONS", "aggregate_loss", "aggregation_weights", "valid_lengths"]
+
+#: TRL's ``loss_type`` names. ``bnpo`` and ``dapo`` are the same on one process (see below).
+AGGREGATIONS = ("grpo", "bnpo", "dapo", "dr_grpo")
+
+
+def valid_lengths(m: np.ndarray) -> np.ndarray:
+    """Valid tokens per sequence, (N,), from a bool mask (N, T); an empty row is an error."""
+    lengths = m.sum(axis=-1)                                       # (N,)
+    if np.any(lengths == 0):
+        row = int(np.flatnonzero(lengths == 0)[0])
+        raise ValueError(
+            f"mask: expected at least one valid token in every sequence (row), got none in row "
+            f"{row} ({int((lengths == 0).sum())} empty row(s) in all): an empty completion "
+            f"has no mean, and is almost always a masking bug")
+    return lengths
+
+
+def aggregation_weights(mask, mode, *, max_len=None):
+    r"""The weight each token's loss gets in :func:`aggregate_loss`, as an (N, T) array.
+
+    Every aggregation is a weighted sum :math:`\sum_{i,t} w_{i,t}\, \ell_{i,t}`; the modes
+    differ only in the weights, and so in how much a token of a short or a long completion
+    counts. With :math:`m_{i,t}` the mask, :math:`L_i = \sum_t m_{i,t}` and N sequences:
+
+    ===========  ====================================  ========================================
+    mode         :math:`w_{i,t}` (for a valid token)   who uses it
+    ===========  ====================================  ========================================
+    ``grpo``     :math:`1 / (N L_i)`                   DeepSeekMath eq. 3: mean over each
+                                                       sequence, then over sequences
+    ``bnpo``     :math:`1 / \sum_j L_j`                TRL: every token of the batch equal
+    ``dapo``     :math:`1 / \sum_j L_j`                DAPO (Yu et al. 2025); in TRL the
+                                                       count is over all processes
+    ``dr_grpo``  :math:`1 / (N \cdot \text{max\_len})`  Dr. GRPO (Liu et al. 2025): a constant
+    ===========  ====================================  ========================================
+
+    Under ``grpo`` a token of a 10-token answer weighs 10 times one of a 100-token answer, so
+    a wrong long answer is punished less per token, and length drifts upwards (Dr. GRPO's
+    length bias). ``dapo`` and ``dr_grpo`` weigh every token the same within a batch;
+    ``dr_grpo`` also keeps the same scale across batches.
+
+    ``max_len`` (``dr_grpo`` only) is TRL's ``max_completion_length``; it defaults to T, the
+    padded length, and must be at least T. Padded tokens get weight 0.
+
+    >>> import grpo_lab as gl
+    >>> gl.aggregation_weights([[1, 1, 0, 0], [1, 1, 1, 1]], "grpo")   # short answer: 1/4 a token
+    array([[0.25 , 0.25 , 0.   , 0.   ],
+           [0.125, 0.125, 0.125, 0.125]])
+    >>> gl.aggregation_weights([[1, 1, 0, 0], [1, 1, 1, 1]], "dapo").round(4)  # 1/6 each
+    array([[0.1667, 0.1667, 0.    , 0.    ],
+           [0.1667, 0.1667, 0.1667, 0.1667]])
+    >>> gl.aggregation_weights([[1, 1, 0, 0], [1, 1, 1, 1]], "dr_grpo")  # 1/(2*4) each
+    array([[0.125, 0.125, 0.   , 0.   ],
+           [0.125, 0.125, 0.125, 0.125]])
+    """
+    m = as_mask("mask", mask, np.shape(mask) if mask is not None else ())
+    if m.ndim != 2:
+        raise ValueError(f"mask: expected a 2-D (N, T) array of 0/1 or bools, got {describe(m)}")
+    mode = check_choice("mode", mode, AGGREGATIONS)
+    N, T = m.shape
+    if max_len is not None and mode != "dr_grpo":
+        raise ValueError(f"max_len: expected None with mode {mode!r} (only 'dr_grpo' divides by "
+                         f"it), got {max_len!r}")
+    lengths = valid_lengths(m)                                    # (N,)
+    if mode == "grpo":
+        per_token = 1.0 / (N * lengths[:, None])                   # (N, 1)
+    elif mode in ("bnpo", "dapo"):
+        per_token = 1.0 / lengths.sum()
+    else:  # dr_grpo
+        max_len = T if max_len is None else check_int(
+            "max_len", max_len, minimum=T, why=f" (at least T = {T}, the padded length)")
+        per_token = 1.0 / (N * max_len)
+    return np.where(m, per_token, 0.0)                             # (N, T)
+
+
+def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
+    r"""Reduce per-token losses to one scalar with TRL's ``loss_type`` rules.
+
+    .. math::
+
+        \text{grpo: } \frac1N \sum_i \frac{1}{L_i}\sum_t m_{i,t}\ell_{i,t} \qquad
+        \text{bnpo, dapo: } \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{\sum_{i,t} m_{i,t}} \qquad
+        \text{dr\_grpo: } \frac{\sum_{i,t} m_{i,t}\ell_{i,t}}{N \cdot \text{max\_len}}
+
+    ===============  ========  =====================================================
+    Symbol           Shape     Meaning
+    ===============  ========  =====================================================
+    per_token_loss   (N, T)    e.g. from :func:`clipped_surrogate_loss`
+    mask             (N, T)    1 for a completion's tokens, 0 for padding; every row
+                               needs a valid token
+    mode             str       ``"grpo"``, ``"bnpo"``, ``"dapo"`` or ``"dr_grpo"``
+    max_len          int       ``dr_grpo`` only: the constant divisor, default T
+    return           scalar    the loss, in the dtype of ``per_token_loss``
+    ===============  ========  =====================================================
+
+    The weights are those of :func:`aggregation_weights`; the sum runs in float64. Padded
+    positions must still hold finite numbers (they are multiplied by 0, and NaN * 0 is NaN).
+
+    Example: one 1-token answer with loss 1 and one 3-token answer with loss 0 per token.
+
+    >>> import grpo_lab as gl
+    >>> loss, mask = [[1.0, 0, 0], [0, 0, 0]], [[1, 0, 0], [1, 1, 1]]
+    >>> [float(gl.aggregate_loss(loss, mask, m)) for m in ("grpo", "dapo", "dr_grpo")]
+    [0.5, 0.25, 0.16666666666666666]
+    """
+    lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
+                               shape_doc=" of shape (N, T)")
+    m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)")
+    w = aggregation_weights(m, mode, max_len=max_len)              # (N, T)
+    total = (w * lt.astype(working_dtype(dtype))).sum()
+    return cast_result("per_token_loss", "aggregated loss", total, dtype)[()]

@@ -1,0 +1,186 @@
+r"""Per-token estimators of KL(pi_theta || pi_ref): Schulman's k1, k2 and k3.
+
+Taught in chapter 3 (``chapters/03_kl_estimators.ipynb``).
+
+GRPO keeps the policy ``pi_theta`` near a frozen reference ``pi_ref`` with a KL penalty. The
+exact KL sums over the whole vocabulary at every position; the estimators below need only the
+two log-probabilities of the token that was actually sampled, and are averaged over tokens.
+All three read the log-ratio of the sampled token ``x ~ pi_theta``:
+
+.. math::
+
+    d = \log \pi_\theta(x) - \log \pi_{ref}(x) = \texttt{logp} - \texttt{ref\_logp}
+
+    k_1 = d, \qquad k_2 = \tfrac12 d^2, \qquad k_3 = e^{-d} - (-d) - 1 = e^{-d} + d - 1
+
+(J. Schulman, "Approximating KL Divergence", 2020, http://joschu.net/blog/kl-approx.html).
+Over ``x ~ pi_theta``, k1 and k3 are unbiased for KL(pi_theta || pi_ref); k2 is biased (it is
+unbiased for a different f-divergence) but, like k3, never negative. DeepSeekMath's GRPO loss
+(Shao et al. 2024, eq. 4) uses k3.
+
+Numerics, the same for all three:
+
+* the log-ratio and the estimate are computed in float64 (wider for longdouble), then cast
+  back to the input's float dtype;
+* k3 is ``expm1(-d) + d`` so that nothing of size 1 is subtracted; for ``|d| < 0.1``, where
+  ``expm1(-d) + d`` still cancels to about ``2e-16 / |d|`` relative error, it is summed as the
+  Taylor series ``d^2/2 - d^3/6 + ...`` instead, accurate to a few ulp;
+* ``exp(-d)`` overflows float64 once ``-d > 709.8``, and a float32 result once ``-d > 88.7``.
+  Without ``clamp`` a result that does not fit the output dtype is a ``ValueError`` (never an
+  inf or a NaN). With ``clamp=c`` each estimate is clipped to ``[-c, c]`` in float64 first,
+  as production trainers do: verl's ``kl_penalty(..., "low_var_kl")`` clips k3 to
+  ``[-10, 10]`` (``verl/trainer/ppo/core_algos.py``); OpenRLHF's ``compute_approx_kl``
+  (``openrlhf/models/utils.py`` at commit 473f61b) clips every estimator to ``[-10, 10]``,
+  and older copies clip none (chapter 8's map gives the commits read). A clipped token
+  passes no gradient through its KL term.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grpo_lab.numerics.validate import as_float_array, check_real, describe, working_dtype
+
+__all__ = ["kl_k1", "kl_k2", "kl_k3"]
+
+_SHAPE_DOC = " of per-token log-probs, shape (..., T)"
+# Below this |d|, k3 is summed as a series: expm1(-d) + d would lose -log2(|d|) bits.
+_K3_SERIES_BELOW = 0.1
+_K3_SERIES_TERMS = 13   # terms up to d^13/13!: truncation < 1e-20 relative for |d| < 0.1
+
+
+def _result_dtype(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The output dtype for two float inputs: the wider one (float32 if neither holds the other)."""
+    try:
+        return np.promote_types(a, b)
+    except TypeError:  # bfloat16 with float16: no NumPy common type; float32 holds both exactly
+        return np.dtype(np.float32)
+
+
+def _log_ratio(logp, ref_logp) -> tuple[np.ndarray, np.dtype]:
+    """Validate the pair and return ``(d, out_dtype)``, d = logp - ref_logp in working precision."""
+    a, a_dtype = as_float_array("logp", logp, shape_doc=_SHAPE_DOC)
+    b, b_dtype = as_float_array("ref_logp", ref_logp, shape_doc=_SHAPE_DOC)
+    if a.ndim == 0:
+        raise ValueError(
+            f"logp: expected an array with at least 1 dimension{_SHAPE_DOC}, got {describe(a)}")
+    if a.shape != b.shape:
+        raise ValueError(
+            f"ref_logp: expected the shape of logp, {a.shape} (no broadcasting), "
+            f"got shape {b.shape}")
+    out_dtype = _result_dtype(a_dtype, b_dtype)
+    work = working_dtype(out_dtype)
+    with np.errstate(over="ignore"):  # only for |values| near the float64 limit; checked on output
+        d = a.astype(work) - b.astype(work)        # (..., T), copies: inputs stay untouched
+    return d, out_dtype
+
+
+def _finish(name: str, k: np.ndarray, out_dtype: np.dtype, clamp) -> np.ndarray:
+    """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite."""
+    if clamp is not None:
+        c = check_real("clamp", clamp, minimum=0.0, allow_equal=False)
+        k = np.clip(k, -c, c)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = k.astype(out_dtype)
+    if not np.all(np.isfinite(out.astype(np.float64))):
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(out.astype(np.float64)))[0])
+        raise ValueError(
+            f"logp, ref_logp: expected a {name} estimate that fits in {out_dtype}, got "
+            f"{k[where]:.4g} at index {where} (log-ratio logp - ref_logp too far from 0); "
+            f"pass clamp=... (verl clips k3 to 10) or log-probs in a wider dtype")
+    return out
+
+
+def kl_k1(logp, ref_logp, *, clamp=None):
+    r"""k1 = logp - ref_logp: the plain log-ratio, unbiased for KL but often negative.
+
+    ==========  ========  =====================================================
+    Symbol      Shape     Meaning
+    ==========  ========  =====================================================
+    logp        (..., T)  log pi_theta(x_t) of the sampled tokens x_t ~ pi_theta
+    ref_logp    (..., T)  log pi_ref(x_t) of the same tokens under the reference
+    clamp       scalar    None, or c > 0: clip each estimate to [-c, c]
+    return      (..., T)  per-token estimate; its mean over x ~ pi_theta is the KL
+    ==========  ========  =====================================================
+
+    Args:
+        logp, ref_logp: same-shape arrays (at least 1-D, no broadcasting) of finite
+            log-probabilities (or log-densities) of tokens sampled from ``pi_theta``: the
+            estimate is unbiased only for samples from the policy, not from ``pi_ref``.
+            Floats keep their dtype (two different ones give the wider); ints give float64.
+        clamp: None (no clipping) or a number > 0.
+
+    Returns:
+        ``logp - ref_logp``, same shape, in the inputs' float dtype. Inputs are not modified.
+
+    Its variance is large when the policies are close (std/KL = 20 in Schulman's N(0.1, 1)
+    example), and its expected gradient as a loss term is zero (chapter 3).
+
+    >>> import numpy as np, grpo_lab as gl
+    >>> gl.kl_k1(np.log([0.5, 0.25]), np.log([0.25, 0.5])).round(4)   # +log 2, -log 2
+    array([ 0.6931, -0.6931])
+    """
+    d, out_dtype = _log_ratio(logp, ref_logp)
+    return _finish("k1", d, out_dtype, clamp)
+
+
+def kl_k2(logp, ref_logp, *, clamp=None):
+    r"""k2 = (logp - ref_logp)^2 / 2: never negative, low variance, biased for KL.
+
+    Same arguments and shapes as :func:`kl_k1`. Its mean over ``x ~ pi_theta`` is
+    ``KL + O(d^3)``: the bias is small when the policies are close (``mu^4/8`` for two unit
+    Gaussians ``mu`` apart, against a KL of ``mu^2/2``). Used as a loss term, its expected
+    gradient is exactly the gradient of KL(pi_theta || pi_ref) (chapter 3).
+
+    >>> import numpy as np, grpo_lab as gl
+    >>> gl.kl_k2(np.log([0.5, 0.25]), np.log([0.25, 0.5])).round(4)   # (log 2)^2 / 2 twice
+    array([0.2402, 0.2402])
+    """
+    d, out_dtype = _log_ratio(logp, ref_logp)
+    with np.errstate(over="ignore"):  # a square past float64's range is refused by _finish
+        k = 0.5 * d * d
+    return _finish("k2", k, out_dtype, clamp)
+
+
+def _k3_series(d: np.ndarray) -> np.ndarray:
+    """e^{-d} + d - 1 = d^2/2! - d^3/3! + d^4/4! - ... in Horner form, for small |d|."""
+    r = -d                                           # k3 = e^r - r - 1 with r = ref_logp - logp
+    acc = np.ones_like(r)
+    for n in range(_K3_SERIES_TERMS, 2, -1):         # 1 + r/3 (1 + r/4 (1 + ... (1 + r/13)))
+        acc = 1.0 + acc * r / n
+    return 0.5 * r * r * acc
+
+
+def kl_k3(logp, ref_logp, *, clamp=None):
+    r"""k3 = exp(ref_logp - logp) - (ref_logp - logp) - 1: unbiased, never negative.
+
+    DeepSeekMath's per-token KL (Shao et al. 2024, eq. 4), written with the ratio
+    ``pi_ref / pi_theta`` of the sampled token. Same arguments and shapes as :func:`kl_k1`;
+    samples come from ``pi_theta``, over which ``E[pi_ref/pi_theta] = 1`` makes k3 unbiased.
+
+    It is ``f(r) = e^r - r - 1 >= 0`` at ``r = ref_logp - logp``, zero only at ``r = 0``. It
+    grows like ``e^r`` when the reference likes a token far more than the policy does, and
+    only like ``|r|`` the other way. Used as a loss term its expected gradient is that of
+    KL(pi_ref || pi_theta), the *other* direction (chapter 3).
+
+    Computed as ``expm1(r) - r`` (series for ``|r| < 0.1``) in float64; see the module
+    docstring for overflow and ``clamp``.
+
+    >>> import numpy as np, grpo_lab as gl
+    >>> gl.kl_k3(np.log([0.5, 0.25]), np.log([0.25, 0.5])).round(4)   # 0.5+log2-1, 2-log2-1
+    array([0.1931, 0.3069])
+    >>> gl.kl_k3([-1e-9], [0.0])      # 5e-19; exp(r) - r - 1 would give exactly 0 here
+    array([5.e-19])
+    >>> gl.kl_k3([-800.0], [0.0], clamp=10.0)   # e^800 overflows float64: clipped to 10
+    array([10.])
+    """
+    d, out_dtype = _log_ratio(logp, ref_logp)
+    r = -d                                           # (..., T) log(pi_ref / pi_theta)
+    # exp(r) is inf from r = log(max float) on, so the result is inf (refused or clipped by
+    # _finish) either way; capping r there keeps it from being inf - inf = NaN for r = inf.
+    r = np.minimum(r, np.log(np.finfo(r.dtype).max) + 1.0)
+    with np.errstate(over="ignore"):
+        k = np.expm1(r) - r                          # (..., T) accurate for |r| >= 0.1
+    small = np.abs(r) < _K3_SERIES_BELOW             # (..., T) where expm1(r) - r cancels
+    k[small] = _k3_series(d[small])
+    return _finish("k3", k, out_dtype, clamp)

@@ -1,0 +1,84 @@
+"""Drill checker for chapter 5: the R1 format reward.
+
+The drill: ``my_format_reward(completion) -> float``, 1.0 for
+``<think>...</think><answer>...</answer>`` and 0.0 for anything else, as ``gl.format_reward``
+defines it: each of the four tags exactly once and in that order, only whitespace around and
+between the two blocks, the thinking may be empty, the answer may not. A reward function
+never raises on the policy's text: whatever the text, it returns a number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grpo_lab.drills._harness import call, verdict as _verdict
+
+__all__ = ["FORMAT_CASES", "check_format_reward"]
+
+#: (what the case is, the completion, its reward, the hint when the reader's reward differs).
+#: The rewards are those of gl.format_reward (tests/test_drills_catalogue.py checks it).
+FORMAT_CASES = (
+    ("the worked example", "<think>7 + 5 = 12</think><answer>12</answer>", 1.0,
+     "the R1 format is <think>...</think><answer>...</answer>"),
+    ("a multi-line <think>",
+     "<think>\n7 + 5:\n7 + 3 = 10, 10 + 2 = 12\n</think><answer>12</answer>", 1.0,
+     "in a regular expression '.' does not match a newline: pass re.DOTALL (re.S)"),
+    ("a newline between </think> and <answer>",
+     "<think>7 + 5 = 12</think>\n<answer>12</answer>", 1.0,
+     "allow whitespace between the two blocks (\\s*)"),
+    ("whitespace around the completion",
+     "\n<think>7 + 5 = 12</think><answer>12</answer>\n", 1.0,
+     "strip the completion first: sampled text often starts or ends with a newline"),
+    ("a '<' inside the thinking",
+     "<think>is 3 < 5? yes, so 5 - 3 = 2</think><answer>2</answer>", 1.0,
+     "mathematics is full of '<'; only the four tags are special ([^<]* forbids the rest)"),
+    ("an empty <think></think>", "<think></think><answer>12</answer>", 1.0,
+     "the thinking may be empty (as in gl.format_reward); only the answer must not be"),
+    ("text without any tags", "the answer is 12", 0.0,
+     "no tags at all is the plainest format failure"),
+    ("no <think> block", "<answer>12</answer>", 0.0,
+     "both blocks are required"),
+    ("no <answer> block", "<think>7 + 5 = 12</think>", 0.0,
+     "both blocks are required"),
+    ("the blocks in the wrong order", "<answer>12</answer><think>7 + 5 = 12</think>", 0.0,
+     "<think> comes first; that the tags appear somewhere is not the format"),
+    ("text after </answer>",
+     "<think>7 + 5 = 12</think><answer>12</answer> Hope this helps!", 0.0,
+     "anchor the end: re.fullmatch, or nothing but whitespace after </answer>"),
+    ("text before <think>", "Sure! <think>7 + 5 = 12</think><answer>12</answer>", 0.0,
+     "anchor the start: re.fullmatch (re.search finds the blocks anywhere)"),
+    ("two <answer> blocks",
+     "<think>7 + 5 = 12</think><answer>11</answer><answer>12</answer>", 0.0,
+     "each tag exactly once (a regex's .* happily swallows '</answer><answer>'), or the policy "
+     "learns to hedge with several answers"),
+    ("a nested <think>", "<think><think>7 + 5 = 12</think></think><answer>12</answer>", 0.0,
+     "each tag exactly once, the <think> tags too"),
+    ("text between the blocks", "<think>7 + 5 = 12</think> so: <answer>12</answer>", 0.0,
+     "only whitespace may separate </think> and <answer>"),
+    ("an empty answer", "<think>7 + 5 = 12</think><answer> </answer>", 0.0,
+     "an empty (or blank) answer is no answer; reward it and the policy stops answering"),
+    ("an unclosed <answer>", "<think>7 + 5 = 12</think><answer>12", 0.0,
+     "the answer must be closed by </answer>"),
+)
+
+
+def check_format_reward(fn, *, verbose=True) -> bool:
+    """Check ``fn(completion) -> 1.0 or 0.0`` on FORMAT_CASES, the rewards of gl.format_reward."""
+    say = _verdict(verbose, fn)
+    for name, text, expected, hint in FORMAT_CASES:
+        out, problem = call(fn, text, returns="1.0 or 0.0")
+        if problem:
+            never = ("; a reward returns 0.0 for text it does not like, it never raises on "
+                     "the policy's output") if problem.startswith("raised") else ""
+            return say(False, f"on {name} ({text!r}) your function {problem}{never}")
+        if out.size != 1:
+            return say(False, f"on {name} it returned shape {out.shape}; a reward is one "
+                              "number per completion")
+        got = float(out.reshape(()))
+        if got not in (0.0, 1.0):
+            return say(False, f"on {name} you gave {got:.4g}; a format reward is 1.0 or 0.0")
+        if got != expected:
+            return say(False, f"{name} ({text!r}) got {got:.1f}, expected {expected:.1f}: "
+                              f"{hint}")
+    return say(True, f"all {len(FORMAT_CASES)} completions (multi-line, whitespace, repeated, "
+                     "nested, unclosed and misplaced tags, empty answers) are scored right")

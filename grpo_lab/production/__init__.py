@@ -1,0 +1,1 @@
+"""The trainers' defaults (TRL, verl, OpenRLHF) as grpo_lab options (chapter 8)."""

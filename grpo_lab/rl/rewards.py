@@ -1,0 +1,324 @@
+r"""Rule-based rewards in the style of DeepSeek-R1: verifiers, format, length, combining.
+
+Taught in chapter 5 (``chapters/05_rewards.ipynb``); chapter 6 trains with them.
+
+DeepSeek-R1 (2025, section 2.2.2) trains R1-Zero with two rule-based rewards and no reward
+model: an **accuracy** reward (is the final answer right?) and a **format** reward (is the
+reasoning inside ``<think>...</think>`` and the answer inside ``<answer>...</answer>``?).
+
+A completion is text written by the policy, so it is treated as hostile:
+
+* it is **never evaluated as code** (no ``eval``, ``exec``, ``int()`` on raw text, no regular
+  expression that can backtrack): ``__import__('os').system('x')`` is just characters, and
+  ``9**9**9**9`` is not a number;
+* parsing is **bounded**: a completion longer than ``max_chars`` gets the lowest reward at
+  once, every scan is a linear ``str.find`` or ``str.count``, and a number has at most
+  ``MAX_NUMBER_CHARS`` characters, so the time per call is at most linear in ``max_chars``;
+* only **ASCII digits** make a number: ``int('١٢')`` is 12 in Python, but a verifier that
+  accepts Arabic-Indic or full-width digits is a verifier the policy can learn to game;
+* a reward function returns a float for every string and raises only for bad *arguments*
+  from the caller (a completion that is not a ``str``, an ``answer`` that is not a number
+  under ``compare="numeric"``), with the package's ``<argument>: expected ..., got ...``.
+
+=====================  =====================================================================
+Function               Meaning
+=====================  =====================================================================
+accuracy_reward        1.0 if the ``<answer>`` matches the reference, else 0.0
+format_reward          1.0 for ``<think>...</think><answer>...</answer>`` and nothing else
+contains_reward        a deliberately weak verifier (answer appears anywhere): chapter 5's hack
+overlong_penalty       DAPO's soft overlong punishment, 0 down to -1 over the last cache_len
+weighted_sum           sum_k w_k r_k over K reward functions
+normalise_then_sum     sum_k w_k A_k, each reward first turned into group advantages
+=====================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real, describe
+
+__all__ = ["THINK", "ANSWER", "MAX_CHARS", "MAX_NUMBER_CHARS", "COMPARES", "extract_answer",
+           "parse_number", "accuracy_reward", "format_reward", "contains_reward",
+           "overlong_penalty", "weighted_sum", "normalise_then_sum"]
+
+THINK = ("<think>", "</think>")
+ANSWER = ("<answer>", "</answer>")
+TAGS = THINK + ANSWER
+MAX_CHARS = 16_384          # a longer completion scores 0 without being read
+MAX_NUMBER_CHARS = 64       # "-" + 63 digits and a point: far beyond any task here
+COMPARES = ("numeric", "exact")
+_ASCII_DIGITS = frozenset("0123456789")
+
+
+def _check_completion(completion, max_chars) -> int:
+    """Bad *arguments* raise; the text itself is never a reason to raise."""
+    if not isinstance(completion, str):
+        raise TypeError(f"completion: expected a str (the policy's decoded text), got "
+                        f"{describe(completion)}")
+    return check_int("max_chars", max_chars, minimum=1)
+
+
+def extract_answer(completion: str, *, max_chars: int = MAX_CHARS) -> str | None:
+    """The text inside the one ``<answer>...</answer>``, stripped; None if there is not one.
+
+    Exactly one opening and one closing answer tag, in that order, or there is no answer:
+    a completion that lists several answers must not be scored on the one that happens to
+    be right. Longer than ``max_chars``: None, without reading it.
+
+    >>> import grpo_lab as gl
+    >>> gl.rewards.extract_answer("<think>7+5</think><answer> 12 </answer>")
+    '12'
+    >>> gl.rewards.extract_answer("<answer>1</answer><answer>12</answer>") is None
+    True
+    """
+    max_chars = _check_completion(completion, max_chars)
+    if len(completion) > max_chars:
+        return None
+    open_tag, close_tag = ANSWER
+    if completion.count(open_tag) != 1 or completion.count(close_tag) != 1:
+        return None                                   # missing, repeated or unbalanced
+    start = completion.find(open_tag) + len(open_tag)
+    end = completion.find(close_tag)
+    if end < start:                                   # "</answer> ... <answer>"
+        return None
+    return completion[start:end].strip()
+
+
+def parse_number(text: str) -> Fraction | None:
+    """An ASCII decimal ``[+-]digits[.digits]`` as an exact Fraction; anything else is None.
+
+    Not ``int()`` or ``float()``: they accept unicode digits, ``'1_000'``, ``'nan'`` and
+    ``'1e999'``, and ``int()`` of a long digit string is slow (quadratic) or refused.
+
+    >>> import grpo_lab as gl
+    >>> gl.rewards.parse_number("-12.50")
+    Fraction(-25, 2)
+    >>> [gl.rewards.parse_number(s) for s in ("1e3", "١٢", "9**9", "nan", "")]
+    [None, None, None, None, None]
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a str, got {describe(text)}")
+    if not 0 < len(text) <= MAX_NUMBER_CHARS:
+        return None
+    body = text[1:] if text[0] in "+-" else text
+    whole, point, frac = body.partition(".")
+    if not whole or (point and not frac):             # ".5", "5." and "-" are not numbers
+        return None
+    if not set(whole) <= _ASCII_DIGITS or not set(frac) <= _ASCII_DIGITS:
+        return None
+    return Fraction(text)                             # exact: only ASCII digits reach here
+
+
+def _reference_number(answer) -> Fraction:
+    """The caller's reference answer as a Fraction (bad arguments raise)."""
+    if isinstance(answer, (bool, np.bool_)):
+        raise TypeError(f"answer: expected a number or a numeric str, got {describe(answer)}")
+    if isinstance(answer, (int, np.integer)):
+        return Fraction(int(answer))
+    if isinstance(answer, (float, np.floating)):
+        if not np.isfinite(answer):
+            raise ValueError(f"answer: expected a finite number, got {answer}")
+        return Fraction(float(answer))
+    if isinstance(answer, str):
+        number = parse_number(answer.strip())
+        if number is None:
+            raise ValueError(f"answer: expected an ASCII decimal such as '42' or '-1.5' for "
+                             f"compare='numeric', got {answer[:80]!r}; use compare='exact' "
+                             f"for answers that are not numbers")
+        return number
+    raise TypeError(f"answer: expected a number or a numeric str, got {describe(answer)}")
+
+
+def accuracy_reward(completion: str, answer, *, compare: str = "numeric",
+                    rel_tol: float = 0.0, max_chars: int = MAX_CHARS) -> float:
+    r"""1.0 if the completion's ``<answer>`` is the reference ``answer``, else 0.0.
+
+    .. math::
+
+        r_{acc}(o) = \mathbb 1[\,\mathrm{parse}(\mathrm{answer\ tag\ of\ } o) = a^\star\,]
+
+    =========  =======  ===========================================================
+    Symbol     Type     Meaning
+    =========  =======  ===========================================================
+    completion str      the policy's decoded text, trusted for nothing
+    answer     int,     the reference a*: a number (or numeric str) for "numeric",
+               float,   a str for "exact"
+               str
+    compare    str      "numeric": both sides as exact decimals, equal within rel_tol;
+                        "exact": the stripped answer text equals str(answer).strip()
+    rel_tol    float    >= 0; 0 (the default) asks for the exact value. "12.0" == 12
+    return     float    1.0 or 0.0
+    =========  =======  ===========================================================
+
+    No answer tag, two answer tags, an over-long completion or an answer that is not an ASCII
+    decimal (under "numeric") all give 0.0.
+
+    >>> import grpo_lab as gl
+    >>> gl.accuracy_reward("<think>7+5 is 12</think><answer>12</answer>", 12)
+    1.0
+    >>> gl.accuracy_reward("<answer>12.0</answer>", "12"), gl.accuracy_reward("12", 12)
+    (1.0, 0.0)
+    >>> gl.accuracy_reward("<answer>__import__('os').system('x')</answer>", 0)
+    0.0
+    """
+    compare = check_choice("compare", compare, COMPARES)
+    rel_tol = check_real("rel_tol", rel_tol, minimum=0.0)
+    if compare == "numeric":
+        reference = _reference_number(answer)
+    elif not isinstance(answer, str):
+        raise TypeError(f"answer: expected a str for compare='exact', got {describe(answer)}")
+    text = extract_answer(completion, max_chars=max_chars)
+    if text is None:
+        return 0.0
+    if compare == "exact":
+        return float(text == answer.strip())
+    value = parse_number(text)
+    if value is None:
+        return 0.0
+    # Fractions are exact, so 0.1 + 0.2 == 0.3 here and a 60-digit integer is compared whole.
+    return float(abs(value - reference) <= Fraction(rel_tol) * max(abs(value), abs(reference)))
+
+
+def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
+    r"""1.0 for ``<think>...</think><answer>...</answer>`` (whitespace around and between), else 0.0.
+
+    The R1 format, checked strictly: each of the four tags exactly once, in that order,
+    nothing but whitespace outside them, and a non-empty answer. Nested or repeated tags,
+    text after ``</answer>`` and over-long completions give 0.0. The thinking may be empty:
+    the tiny policy of chapter 6 has little to think about.
+
+    >>> import grpo_lab as gl
+    >>> gl.format_reward("<think>7+5</think>\n<answer>12</answer>")
+    1.0
+    >>> gl.format_reward("<think><think>7+5</think></think><answer>12</answer>")  # nested
+    0.0
+    >>> gl.format_reward("<answer>12</answer>")                                  # no think
+    0.0
+    """
+    max_chars = _check_completion(completion, max_chars)
+    if len(completion) > max_chars:
+        return 0.0
+    text = completion.strip()
+    if any(text.count(tag) != 1 for tag in TAGS):
+        return 0.0
+    positions = [text.find(tag) for tag in TAGS]                 # think, /think, answer, /answer
+    if positions != sorted(positions) or positions[0] != 0:
+        return 0.0
+    if not text.endswith(ANSWER[1]):
+        return 0.0
+    between = text[positions[1] + len(THINK[1]):positions[2]]
+    answer = text[positions[2] + len(ANSWER[0]):positions[3]]
+    return float(between.strip() == "" and answer.strip() != "")
+
+
+def contains_reward(completion: str, answer, *, max_chars: int = MAX_CHARS) -> float:
+    """A deliberately **weak** verifier: 1.0 if ``str(answer)`` appears anywhere in the answer tag.
+
+    Do not train with it. Chapter 5 trains a policy on it to show reward hacking: an answer
+    such as ``'1213141516'`` "contains" 12, 13, 14, 15 and 16, so the policy learns to write
+    long strings of digits, and this reward climbs while :func:`accuracy_reward` does not.
+
+    >>> import grpo_lab as gl
+    >>> gl.rewards.contains_reward("<think></think><answer>1213141516</answer>", 14)
+    1.0
+    >>> gl.accuracy_reward("<think></think><answer>1213141516</answer>", 14)
+    0.0
+    """
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, np.integer, str)):
+        raise TypeError(f"answer: expected an int or a str, got {describe(answer)}")
+    text = extract_answer(completion, max_chars=max_chars)
+    return float(text is not None and str(answer).strip() in text)
+
+
+def overlong_penalty(lengths, *, max_len: int, cache_len: int) -> np.ndarray:
+    r"""DAPO's soft overlong punishment (Yu et al. 2025, eq. 13), added to the reward.
+
+    .. math::
+
+        R_{length}(y) = \begin{cases}
+            0 & |y| \le L_{max} - L_{cache} \\
+            \dfrac{(L_{max} - L_{cache}) - |y|}{L_{cache}} & L_{max} - L_{cache} < |y| \le L_{max} \\
+            -1 & L_{max} < |y|
+        \end{cases}
+
+    =========  =======  ================================================================
+    Symbol     Shape    Meaning
+    =========  =======  ================================================================
+    lengths    (...)    completion lengths |y| in tokens, non-negative integers
+    max_len    scalar   L_max, the longest completion that is not fully punished
+    cache_len  scalar   L_cache, the soft zone before L_max (DAPO: 4096 of L_max 20480)
+    return     (...)    float64 penalties in [-1, 0]
+    =========  =======  ================================================================
+
+    The penalty ramps linearly from 0 to -1 over the last ``cache_len`` tokens, so a long
+    answer is nudged shorter before it is cut off, instead of a cliff at ``max_len``.
+
+    >>> import grpo_lab as gl
+    >>> gl.overlong_penalty([10, 16, 18, 20, 21], max_len=20, cache_len=4)
+    array([ 0. ,  0. , -0.5, -1. , -1. ])
+    """
+    max_len = check_int("max_len", max_len, minimum=1)
+    cache_len = check_int("cache_len", cache_len, minimum=1, maximum=max_len,
+                          why=" (the soft zone lies inside max_len)")
+    arr, _ = as_float_array("lengths", lengths, shape_doc=" of completion lengths",
+                            min_size=0)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"lengths: expected integer token counts, got dtype {arr.dtype}")
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"lengths: expected lengths >= 0, got {arr.min()}")
+    length = arr.astype(np.float64)
+    soft_start = max_len - cache_len
+    ramp = (soft_start - length) / cache_len                    # 0 at soft_start, -1 at max_len
+    return np.where(length <= soft_start, 0.0, np.where(length <= max_len, ramp, -1.0))
+
+
+def _check_components(rewards, weights):
+    """rewards (K, B, G) and weights (K,), validated; returns float64 copies."""
+    r, _ = as_float_array("rewards", rewards, ndim=3,
+                          shape_doc=" of shape (K, B, G): K reward functions")
+    w, _ = as_float_array("weights", weights, ndim=1, shape_doc=" of shape (K,)")
+    if w.shape[0] != r.shape[0]:
+        raise ValueError(f"weights: expected one weight per reward function, K = {r.shape[0]} "
+                         f"(rewards has shape {r.shape}), got {w.shape[0]}")
+    return r.astype(np.float64), w.astype(np.float64)
+
+
+def weighted_sum(rewards, weights) -> np.ndarray:
+    r"""Combine K rewards into one: :math:`r = \sum_k w_k r^{(k)}`, shape (K, B, G) -> (B, G).
+
+    R1 adds its accuracy and format rewards with equal weights. The catch: a reward with a
+    wider spread dominates the group's ranking, whatever its weight says.
+
+    >>> import grpo_lab as gl
+    >>> acc = [[1, 0, 0, 1]]; fmt = [[1, 1, 0, 1]]
+    >>> gl.weighted_sum([acc, fmt], [1.0, 0.5])
+    array([[1.5, 0.5, 0. , 1.5]])
+    """
+    r, w = _check_components(rewards, weights)
+    return np.tensordot(w, r, axes=1)                  # (K,) . (K, B, G) -> (B, G)
+
+
+def normalise_then_sum(rewards, weights, *, eps: float = 1e-8) -> np.ndarray:
+    r"""Group-normalise each reward first, then sum: :math:`\sum_k w_k A^{(k)}`, (K, B, G) -> (B, G).
+
+    Each :math:`A^{(k)}` is ``group_advantages`` of reward k alone, so every reward speaks on
+    the same scale (one group std) and the weights mean what they say; a reward that is
+    constant within a group contributes exactly 0 there. The result is already an advantage:
+    feed it to the loss, not to ``group_advantages`` again (that would rescale it once more).
+    GDPO (S.-Y. Liu et al. 2026, arXiv:2601.05242) argues for this decoupled normalisation
+    with several rewards (and follows it with one batch-wide normalisation, left out here).
+
+    >>> import grpo_lab as gl
+    >>> acc = [[1, 0, 0, 1]]; fmt = [[1, 1, 0, 1]]
+    >>> gl.normalise_then_sum([acc, fmt], [1.0, 0.5]).round(3)
+    array([[ 1.289, -0.711, -1.866,  1.289]])
+    """
+    from grpo_lab.core.advantages import group_advantages
+
+    r, w = _check_components(rewards, weights)
+    eps = check_real("eps", eps, minimum=0.0)
+    adv = np.stack([group_advantages(r_k, eps) for r_k in r])    # (K, B, G)
+    return np.tensordot(w, adv, axes=1)                           # (B, G)

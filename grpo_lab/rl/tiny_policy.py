@@ -1,0 +1,193 @@
+"""A tiny autoregressive policy: a character tokenizer and a small causal transformer.
+
+Taught in chapter 6 (``chapters/06_training_loop.ipynb``); :mod:`grpo_lab.train` trains it.
+Built in code (no downloads): 108 tokens, two layers, about 100k parameters. It plays the part
+of the LLM: it reads a prompt, samples a completion token by token, and gives the
+log-probability of every token it sampled, which is all GRPO needs from a model.
+
+==========  ==========  ==========================================================
+Symbol      Shape       Meaning
+==========  ==========  ==========================================================
+prompts     (N, P)      token ids of N prompts, all of length P
+tokens      (N, T)      sampled completion ids, padded with PAD after EOS
+mask        (N, T)      True for a completion's tokens, up to and including EOS
+logp        (N, T)      log pi(token_t | prompt, tokens_<t); 0 at padding
+==========  ==========  ==========================================================
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from grpo_lab.numerics.validate import check_int, check_real, describe
+from grpo_lab.rl.rewards import ANSWER, THINK
+
+__all__ = ["VOCAB", "PAD", "EOS", "MAX_NUMBER_TOKEN", "Tokenizer", "TinyGPT", "sample", "completion_logp"]
+
+#: Numbers up to 99 are single tokens (GPT-4's tokenizer, cl100k, groups up to 3 digits), and
+#: so are the tags, as special tokens are in an LLM's tokenizer.
+MAX_NUMBER_TOKEN = 99
+VOCAB = ("<pad>", "<eos>", "+", "=", *THINK, *ANSWER,
+         *(str(n) for n in range(MAX_NUMBER_TOKEN + 1)))
+PAD, EOS = 0, 1
+
+
+class Tokenizer:
+    """Text <-> token ids over :data:`VOCAB`; decoding stops at EOS and skips PAD.
+
+    A run of digits is cut into numbers of at most two digits from the left ("123" -> "12",
+    "3"), the way LLM tokenizers chunk digits; a tag is one token.
+
+    >>> import grpo_lab.rl.tiny_policy as tp
+    >>> tok = tp.Tokenizer()
+    >>> ids = tok.encode("3+14=<think></think><answer>17</answer>")
+    >>> [tok.vocab[i] for i in ids]
+    ['3', '+', '14', '=', '<think>', '</think>', '<answer>', '17', '</answer>']
+    >>> tok.decode(ids + [tp.EOS, 5])
+    '3+14=<think></think><answer>17</answer>'
+    """
+
+    def __init__(self):
+        self.vocab = VOCAB
+        self.index = {s: i for i, s in enumerate(VOCAB)}
+        self._tags = tuple(THINK + ANSWER)
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"text: expected a str, got {describe(text)}")
+        ids, i = [], 0
+        while i < len(text):
+            tag = next((t for t in self._tags if text.startswith(t, i)), None)
+            if tag:
+                piece = tag
+            elif text[i] in "0123456789":
+                piece = text[i:i + 2] if text[i + 1:i + 2] in tuple("0123456789") else text[i]
+                if len(piece) == 2 and piece[0] == "0":
+                    piece = "0"                 # "05" is two tokens: 0, 5
+            else:
+                piece = text[i]
+            if piece not in self.index:
+                raise ValueError(f"text: expected digits, '+', '=' and the four tags, got "
+                                 f"{piece!r} at position {i}")
+            ids.append(self.index[piece])
+            i += len(piece)
+        return ids
+
+    def decode(self, ids) -> str:
+        out = []
+        for i in (int(t) for t in ids):
+            if i == EOS:
+                break
+            if i != PAD:
+                out.append(self.vocab[i])
+        return "".join(out)
+
+
+class _Block(nn.Module):
+    """Pre-norm transformer block: causal self-attention, then an MLP, each with a residual."""
+
+    def __init__(self, d_model: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.ln1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                 nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x):
+        N, L, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)                  # 3 x (N, L, D)
+        q, k, v = (t.view(N, L, self.n_head, D // self.n_head).transpose(1, 2)
+                   for t in (q, k, v))                                     # (N, nh, L, hs)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)       # (N, nh, L, hs)
+        x = x + self.proj(y.transpose(1, 2).reshape(N, L, D))             # (N, L, D)
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    """A small decoder-only transformer over :data:`VOCAB`; ``forward(ids) -> logits``.
+
+    Args:
+        d_model: width, usually 32 to 128. n_layer, n_head: depth and attention heads.
+        max_len: the longest prompt + completion it can read (positions are learned).
+    """
+
+    def __init__(self, *, d_model: int = 64, n_layer: int = 2, n_head: int = 4,
+                 max_len: int = 32, positions: bool = True):
+        super().__init__()
+        d_model = check_int("d_model", d_model, minimum=1)
+        n_head = check_int("n_head", n_head, minimum=1)
+        if d_model % n_head:
+            raise ValueError(f"n_head: expected a divisor of d_model = {d_model}, got {n_head}")
+        self.max_len = check_int("max_len", max_len, minimum=2)
+        self.tok_emb = nn.Embedding(len(VOCAB), d_model)
+        self.pos_emb = nn.Embedding(self.max_len, d_model) if positions else None
+        self.blocks = nn.ModuleList(_Block(d_model, n_head)
+                                    for _ in range(check_int("n_layer", n_layer, minimum=1)))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, len(VOCAB))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        N, L = ids.shape
+        if L > self.max_len:
+            raise ValueError(f"ids: expected at most max_len = {self.max_len} tokens, got {L}")
+        x = self.tok_emb(ids)                                              # (N, L, D)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(L, device=ids.device))       # + (L, D)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))                                     # (N, L, V)
+
+
+@torch.no_grad()
+def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
+           temperature: float = 1.0, generator: torch.Generator | None = None):
+    """Sample one completion per prompt row: returns ``(tokens, mask, logp)``, each (N, T).
+
+    ``temperature=0`` is greedy decoding. ``logp`` is the log-probability at temperature 1
+    (the policy's own), which is what the loss's ratio and KL need; sampling at another
+    temperature makes the samples off-policy, a classic source of a ratio that is not 1.
+    After EOS a row is padded with PAD and its mask is False.
+    """
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1)
+    temperature = check_real("temperature", temperature, minimum=0.0)
+    N = prompts.shape[0]
+    seq = prompts
+    done = torch.zeros(N, dtype=torch.bool, device=prompts.device)
+    tokens, mask, logps = [], [], []
+    for _ in range(max_new_tokens):
+        logits = model(seq)[:, -1, :].float()                              # (N, V)
+        logprobs = F.log_softmax(logits, dim=-1)                           # (N, V)
+        if temperature == 0:
+            nxt = logits.argmax(dim=-1)                                    # (N,)
+        else:
+            probs = F.softmax(logits / temperature, dim=-1)
+            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)   # (N,)
+        nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
+        tokens.append(nxt)
+        mask.append(~done)
+        logps.append(torch.where(done, torch.zeros(N, device=seq.device),
+                                 logprobs.gather(1, nxt[:, None]).squeeze(1)))
+        done = done | (nxt == EOS)
+        seq = torch.cat([seq, nxt[:, None]], dim=1)                        # (N, P + t + 1)
+        if bool(done.all()):
+            break
+    return torch.stack(tokens, 1), torch.stack(mask, 1), torch.stack(logps, 1)
+
+
+def completion_logp(model: TinyGPT, prompts: torch.Tensor, tokens: torch.Tensor,
+                    mask: torch.Tensor) -> torch.Tensor:
+    """log pi(token_t | prompt, tokens_<t) for every completion token, (N, T); 0 at padding.
+
+    One forward pass over prompt + completion (teacher forcing), with gradient: this is the
+    ``logp`` of the GRPO loss.
+    """
+    P = prompts.shape[1]
+    ids = torch.cat([prompts, tokens], dim=1)                              # (N, P + T)
+    logits = model(ids[:, :-1])[:, P - 1:, :].float()                      # (N, T, V)
+    logp = F.log_softmax(logits, dim=-1).gather(2, tokens[..., None]).squeeze(2)   # (N, T)
+    return torch.where(mask, logp, torch.zeros_like(logp))

@@ -1,0 +1,1 @@
+"""Theory helpers: noise of group statistics, the memory model, KL in closed form."""

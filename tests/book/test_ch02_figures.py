@@ -1,0 +1,57 @@
+"""Chapter 2's figure functions (its drill checkers are proven in test_drills_catalogue.py)."""
+
+import matplotlib
+import numpy as np
+import pytest
+
+import grpo_lab as gl
+
+matplotlib.use("Agg")
+
+
+# --- figures --------------------------------------------------------------------------------
+
+def test_clip_objective_figure_titles_state_the_bounds():
+    fig = gl.book.ch01.clip_objective_figure(0.2, 0.28, 3.0)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["A > 0: the gain stops at r = 1.28",
+                      "A < 0: the penalty stops at r = 0.8 and above r = 3"]
+    # the drawn objective is -gl.clipped_surrogate_loss: at r = 4, A = -1 it is -3 (dual-clip)
+    line = fig.axes[1].get_lines()[2]
+    assert line.get_ydata()[-1] == pytest.approx(-3.0)
+    assert gl.book.ch01.clip_objective_figure(0.1).axes[0].get_title().endswith("r = 1.1")
+
+
+def test_clip_explorer_redraws_when_a_slider_moves():
+    box = gl.book.ch01.clip_explorer()
+    box.controls["eps_high"].value = 0.5
+    assert box.figure.axes[0].get_title() == "A > 0: the gain stops at r = 1.5"
+    box.controls["use_dual"].value = False
+    assert box.controls["dual_clip"].disabled
+    assert box.figure.axes[1].get_title() == "A < 0: the penalty stops at r = 0.8"
+
+
+def test_length_bias_figure_plots_the_aggregation_weights():
+    fig = gl.book.ch01.length_bias_figure(lengths=(2, 8), max_len=8)
+    ax_tok, ax_seq = fig.axes
+    grpo_tok = ax_tok.get_lines()[0].get_ydata()
+    np.testing.assert_allclose(grpo_tok, [1 / 4, 1 / 16])        # 1 / (N * L)
+    dapo_seq = ax_seq.get_lines()[1].get_ydata()
+    np.testing.assert_allclose(dapo_seq, [2 / 10, 8 / 10])        # L / sum L
+
+
+def test_gae_figure_draws_one_line_per_lambda():
+    fig = gl.book.ch01.gae_figure([0, 0, 1.0], [0.5, 0.5, 0.5, 0.0], lams=(0.0, 1.0))
+    lines = fig.axes[0].get_lines()
+    np.testing.assert_allclose(lines[0].get_ydata(), [0, 0, 0.5])
+    np.testing.assert_allclose(lines[1].get_ydata(), [0.5, 0.5, 0.5])
+
+
+def test_learning_curves_figure():
+    from dataclasses import replace
+    hs = gl.hidden_string
+    res = hs.run(replace(hs.TrainConfig(), iterations=2, epochs=1), seeds=range(2),
+                 trace_memory=False)
+    fig = hs.learning_curves_figure(res)
+    assert fig.axes[0].get_title().startswith("Same sample budget; final reward PPO ")
+    assert fig.axes[0].get_xlabel().startswith("completions sampled")

@@ -1,0 +1,181 @@
+"""Every drill checker is proven: it accepts right answers, rejects each catalogued wrong one
+with the hint that names the mistake, and never raises because of the reader's code."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import grpo_lab as gl
+from tests.drills.catalogue import CATALOGUE, Drill, Wrong, prove
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKERS = list(gl.drills.__all__)
+RIGHTS = [(name, i) for name, d in CATALOGUE.items() for i in range(len(d.rights))]
+WRONGS = [(name, w) for name, d in CATALOGUE.items() for w in d.wrongs]
+
+
+def test_every_checker_has_a_catalogue_of_at_least_five_mistakes():
+    assert len(CHECKERS) == 12
+    assert sorted(CATALOGUE) == sorted(c.removeprefix("check_") for c in CHECKERS)
+    for name, drill in CATALOGUE.items():
+        assert drill.checker == f"check_{name}" and callable(getattr(gl.drills, drill.checker))
+        assert len(drill.wrongs) >= 5, name
+        assert drill.rights, name
+        mistakes = [w.mistake for w in drill.wrongs]
+        assert len(set(mistakes)) == len(mistakes), f"{name}: a mistake listed twice"
+
+
+def test_the_catalogue_holds_the_mistakes_the_issue_names():
+    """Wrong axis, keepdims, std convention, a missing clip side, a sign error, padding in a
+    mean, a modified input: each is in the catalogue, under the drill where it happens."""
+    def has(name, words):
+        return any(words in w.mistake for w in CATALOGUE[name].wrongs)
+    assert has("group_advantages", "axis 0") and has("group_advantages", "keepdims")
+    assert has("group_advantages", "Bessel's std")
+    assert has("clipped_surrogate", "a missing clip side")
+    assert has("clipped_surrogate", "sign error") and has("group_advantages", "sign error")
+    assert has("aggregate_loss", "padding counted")
+    assert sum("in place" in w.mistake or "caller's array" in w.mistake
+               for _, w in WRONGS) >= 5
+
+
+@pytest.mark.parametrize("name, index", RIGHTS, ids=[f"{n}-{i}" for n, i in RIGHTS])
+def test_checker_accepts_the_right_answers(name, index, capsys):
+    checker = getattr(gl.drills, CATALOGUE[name].checker)
+    assert checker(CATALOGUE[name].rights[index]) is True
+    out = capsys.readouterr().out
+    assert out.startswith("PASS: ") and out.count("\n") == 1, out
+
+
+@pytest.mark.parametrize("name, wrong", WRONGS, ids=[f"{n}-{w.mistake}" for n, w in WRONGS])
+def test_checker_rejects_the_wrong_answer_with_its_hint(name, wrong, capsys):
+    checker = getattr(gl.drills, CATALOGUE[name].checker)
+    assert checker(wrong.fn) is False
+    out = capsys.readouterr().out
+    assert out.startswith("NOT YET: ") and out.count("\n") == 1, out
+    assert wrong.hint in out, f"expected {wrong.hint!r} in the verdict:\n{out}"
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_prove_tallies_every_verdict(name):
+    proof = prove(name)
+    assert proof.ok, proof.failures
+    assert proof.wrongs == proof.wrongs_named == len(CATALOGUE[name].wrongs)
+    assert proof.rights == proof.rights_accepted == len(CATALOGUE[name].rights)
+
+
+def test_prove_reports_a_checker_that_lets_a_mistake_through(monkeypatch):
+    """The proof can fail: a 'wrong' answer that is in fact right, and a hint that the checker
+    does not give, are both reported."""
+    right = CATALOGUE["group_advantages"].rights[0]
+    fake = Drill("check_group_advantages", 1, rights=(right, lambda r: -right(r)), wrongs=(
+        Wrong("not wrong at all", right, "anything"),
+        Wrong("a sign error, expecting the wrong hint", lambda r: -right(r), "keepdims"),
+        Wrong("a sign error, expecting the right hint", lambda r: -right(r), "signs are flipped"),
+    ))
+    monkeypatch.setitem(CATALOGUE, "fake", fake)
+    proof = prove("fake")
+    assert not proof.ok
+    assert (proof.rights_accepted, proof.wrongs_named) == (1, 1)
+    missed = [mistake for mistake, _ in proof.failures]
+    assert any("right answer" in m for m in missed)
+    assert "not wrong at all" in missed and "a sign error, expecting the wrong hint" in missed
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_quiet_mode_prints_nothing(checker, capsys):
+    name = checker.removeprefix("check_")
+    check = getattr(gl.drills, checker)
+    assert check(CATALOGUE[name].rights[0], verbose=False) is True
+    assert check(CATALOGUE[name].wrongs[0].fn, verbose=False) is False
+    assert capsys.readouterr().out == ""
+
+
+def _raises_keyerror(*args, **kwargs):
+    return {}["missing"]
+
+
+HOSTILE = {
+    "a string": lambda *a, **k: "0.5",
+    "a dict": lambda *a, **k: {"loss": 1.0},
+    "an object": lambda *a, **k: object(),
+    "a ragged list": lambda *a, **k: [[1.0, 2.0], [3.0]],
+    "a complex array": lambda *a, **k: np.ones(3, dtype=complex),
+    "NaN": lambda *a, **k: float("nan"),
+    "an empty array": lambda *a, **k: np.array([]),
+    "a 4-D array": lambda *a, **k: np.zeros((2, 2, 2, 2)),
+    "a generator": lambda *a, **k: (x for x in range(3)),
+    "an exception": _raises_keyerror,
+    "a wrong signature": lambda: 0.0,
+}
+
+
+@pytest.mark.parametrize("what", sorted(HOSTILE))
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_checkers_never_raise_on_the_readers_bugs(checker, what, capsys):
+    assert getattr(gl.drills, checker)(HOSTILE[what]) is False
+    out = capsys.readouterr().out
+    assert out.startswith("NOT YET: ") and out.count("\n") == 1, out
+
+
+def test_exceptions_are_named_and_a_broadcast_error_gets_the_drills_hint(capsys):
+    gl.drills.check_group_advantages(_raises_keyerror)
+    assert "raised KeyError: 'missing'" in capsys.readouterr().out
+    gl.drills.check_group_advantages(lambda r: (r - r.mean(-1)) / (r.std(-1) + 1e-8))  # (3, 4) - (3,)
+    assert "keepdims=True" in capsys.readouterr().out
+    gl.drills.check_format_reward(_raises_keyerror)
+    assert "it never raises on the policy's output" in capsys.readouterr().out
+
+
+def test_format_cases_are_the_package_rewards():
+    from grpo_lab.drills.ch05_rewards import FORMAT_CASES
+    assert len(FORMAT_CASES) >= 15
+    for name, text, expected, _ in FORMAT_CASES:
+        assert gl.format_reward(text) == expected, name
+    assert {e for _, _, e, _ in FORMAT_CASES} == {0.0, 1.0}
+
+
+def test_aggregation_cases_separate_the_modes():
+    """Each case must tell the modes apart, or a reader's mode mix-up could pass it."""
+    from grpo_lab.drills.ch02_aggregation import _cases
+    for name, loss, mask, max_len in _cases():
+        if max_len is None:
+            values = [float(gl.aggregate_loss(loss, mask, m)) for m in ("grpo", "dapo", "dr_grpo")]
+            assert len({round(v, 12) for v in values}) == 3, (name, values)
+
+
+def test_old_module_names_are_aliases_of_gl_drills():
+    assert gl.drills.check_kl_k3 is gl.drills.check_kl_k3
+    assert gl.drills.check_k3_loss_gradient is gl.drills.check_k3_loss_gradient
+    assert gl.drills.check_log_softmax is gl.drills.check_log_softmax
+    assert (gl.drills.check_sequence_logprob_sum
+            is gl.drills.check_sequence_logprob_sum)
+
+
+def test_the_drills_subpackage_is_installed_with_the_package():
+    """pyproject must ship every subpackage of grpo_lab (a plain `packages = ["grpo_lab"]`
+    would leave grpo_lab.drills out of a non-editable install, e.g. on Colab)."""
+    from setuptools import find_packages
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = find_packages(str(ROOT), include=["grpo_lab", "grpo_lab.*"])
+    assert "grpo_lab.drills" in found
+    if "packages" in config and isinstance(config["packages"], list):
+        assert sorted(config["packages"]) == sorted(found)
+    else:
+        include = config["packages"]["find"]["include"]
+        assert all(any(re.fullmatch(p.replace(".", r"\.").replace("*", ".*"), f) for p in include)
+                   for f in found), include
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_a_checker_called_wrongly_raises_a_type_error_naming_the_argument(checker, capsys):
+    check = getattr(gl.drills, checker)
+    with pytest.raises(TypeError, match=r"fn: expected the function to check .*got int 5"):
+        check(5)
+    with pytest.raises(TypeError, match=r"verbose: expected True or False, got str 'yes'"):
+        check(CATALOGUE[checker.removeprefix("check_")].rights[0], verbose="yes")
+    assert capsys.readouterr().out == ""

@@ -1,0 +1,228 @@
+"""The torch GRPO loss: fused equals eager (loss, gradient, diagnostics), eager equals NumPy."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import grpo_lab as gl  # noqa: E402
+import grpo_lab.perf.loss_fused as lf  # noqa: E402
+from grpo_lab.bench import _peak_torch  # noqa: E402
+
+
+def inputs(N=12, T=9, dtype=torch.float64, seed=0, per_token_adv=False, spread=0.3):
+    gen = torch.Generator().manual_seed(seed)
+    logp = -2.0 + 0.5 * torch.randn(N, T, generator=gen, dtype=torch.float64)
+    old = logp + spread * torch.randn(N, T, generator=gen, dtype=torch.float64)
+    ref = logp + 0.2 * torch.randn(N, T, generator=gen, dtype=torch.float64)
+    adv = torch.randn((N, T) if per_token_adv else (N,), generator=gen, dtype=torch.float64)
+    lengths = torch.randint(1, T + 1, (N,), generator=gen)
+    mask = torch.arange(T)[None, :] < lengths[:, None]
+    return [t.to(dtype) for t in (logp, old, ref, adv)] + [mask]
+
+
+def loss_and_grad(fn, logp, old, ref, adv, mask, **options):
+    leaf = logp.detach().clone().requires_grad_()
+    loss, diagnostics = fn(leaf, old, ref, adv, mask, **options)
+    loss.backward()
+    return loss.detach(), leaf.grad, diagnostics
+
+
+OPTIONS = [dict(kl=kl, agg=agg, eps_high=eh, beta=beta)
+           for kl, agg, eh, beta in itertools.product(("k1", "k2", "k3"), gl.AGGREGATIONS,
+                                                       (None, 0.28), (0.0, 0.04))]
+
+
+def assert_same(a, b, rtol, atol):
+    (la, ga, da), (lb, gb, db) = a, b
+    torch.testing.assert_close(la, lb, rtol=rtol, atol=atol)
+    torch.testing.assert_close(ga, gb, rtol=rtol, atol=atol)
+    assert da.keys() == db.keys()
+    for key in da:
+        if da[key] is None:
+            assert db[key] is None
+        else:
+            assert db[key] == pytest.approx(da[key], rel=rtol, abs=atol), key
+
+
+# --- fused == eager ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(map(str, o.values())))
+@pytest.mark.parametrize("per_token_adv", [False, True])
+def test_fused_equals_eager_float64(options, per_token_adv):
+    x = inputs(per_token_adv=per_token_adv)
+    assert_same(loss_and_grad(lf.grpo_loss_eager, *x, **options),
+                loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("options", OPTIONS[::5], ids=lambda o: "-".join(map(str, o.values())))
+def test_fused_equals_eager_float32(options):
+    x = inputs(N=64, T=300, dtype=torch.float32, seed=1)
+    assert_same(loss_and_grad(lf.grpo_loss_eager, *x, **options),
+                loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=2e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("block_tokens", [1, 9, 20, 1 << 16])
+def test_blocks_do_not_change_the_result(block_tokens, monkeypatch):
+    x = inputs(N=13, T=9, seed=2)       # 13 rows: a ragged last block for most sizes
+    expected = loss_and_grad(lf.grpo_loss_eager, *x)
+    monkeypatch.setattr(lf, "BLOCK_TOKENS", block_tokens)
+    assert_same(expected, loss_and_grad(lf.grpo_loss_fused, *x), rtol=1e-12, atol=1e-14)
+
+
+def test_no_reference_model():
+    logp, old, _, adv, mask = inputs(seed=3)
+    eager = loss_and_grad(lf.grpo_loss_eager, logp, old, None, adv, mask, beta=0.0)
+    fused = loss_and_grad(lf.grpo_loss_fused, logp, old, None, adv, mask, beta=0.0)
+    assert_same(eager, fused, rtol=1e-12, atol=1e-14)
+    assert fused[2]["mean_kl"] is None
+
+
+def test_clipped_and_clamped_tokens_pass_no_gradient():
+    logp, old, ref, adv, mask = inputs(N=4, T=6, seed=4)
+    mask[:] = True
+    old = logp.clone()
+    old[0, :3] = logp[0, :3] - 0.5       # ratio e^0.5 = 1.65
+    old[1, :3] = logp[1, :3] + 0.5       # ratio e^-0.5 = 0.61
+    old[2, :2] = logp[2, :2] - 25.0      # log-ratio clamped at 20
+    old[3, :2] = logp[3, :2] + 25.0      # clamped at -20
+    adv = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+    for fn in (lf.grpo_loss_eager, lf.grpo_loss_fused):
+        _, grad, diagnostics = loss_and_grad(fn, logp, old, ref, adv, mask, beta=0.0)
+        assert torch.all(grad[0, :3] == 0) and torch.all(grad[1, :3] == 0)   # clipped
+        assert torch.all(grad[2, :2] == 0) and torch.all(grad[3, :2] == 0)   # clamped
+        assert torch.all(grad[:, 3:] != 0)                                   # ratio 1
+        assert diagnostics["clip_frac_high"] == pytest.approx(3 / 24)
+        assert diagnostics["clip_frac_low"] == pytest.approx(3 / 24)
+    assert_same(loss_and_grad(lf.grpo_loss_eager, logp, old, ref, adv, mask),
+                loss_and_grad(lf.grpo_loss_fused, logp, old, ref, adv, mask), 1e-12, 1e-14)
+
+
+def test_sequence_level_is_the_eager_gspo():
+    x = inputs(seed=5)
+    options = dict(level="sequence", eps_low=3e-4, eps_high=4e-4)
+    assert_same(loss_and_grad(lf.grpo_loss_eager, *x, **options),
+                loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=0, atol=0)
+
+
+def test_backward_scales_with_the_incoming_gradient():
+    logp, old, ref, adv, mask = inputs(seed=6)
+    leaf = logp.clone().requires_grad_()
+    loss, _ = lf.grpo_loss_fused(leaf, old, ref, adv, mask)
+    (3.0 * loss).backward()
+    _, grad, _ = loss_and_grad(lf.grpo_loss_fused, logp, old, ref, adv, mask)
+    torch.testing.assert_close(leaf.grad, 3.0 * grad)
+
+
+def test_gradcheck_against_finite_differences():
+    logp, old, ref, adv, mask = inputs(N=4, T=5, seed=7, spread=0.05)   # no ratio near a clip
+    leaf = logp.clone().requires_grad_()
+    for options in ({"kl": "k3"}, {"kl": "k2", "agg": "dapo"}, {"kl": "k1", "agg": "dr_grpo"}):
+        assert torch.autograd.gradcheck(
+            lambda x: lf.grpo_loss_fused(x, old, ref, adv, mask, **options)[0], (leaf,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_inputs_work_in_float32(dtype):
+    x = inputs(N=16, T=64, dtype=dtype, seed=8)
+    eager, fused = (loss_and_grad(fn, *x) for fn in (lf.grpo_loss_eager, lf.grpo_loss_fused))
+    assert fused[0].dtype == dtype and fused[1].dtype == dtype
+    assert_same(eager, fused, rtol=1e-2, atol=1e-3)
+
+
+# --- eager == the NumPy reference ------------------------------------------------------------
+
+@pytest.mark.parametrize("options", OPTIONS[::3] + [dict(level="sequence")],
+                         ids=lambda o: "-".join(map(str, o.values())))
+def test_eager_equals_numpy_grpo_loss(options):
+    logp, old, ref, adv, mask = inputs(seed=9)
+    loss, _, diagnostics = loss_and_grad(lf.grpo_loss_eager, logp, old, ref, adv, mask, **options)
+    np_loss, np_diag = gl.grpo_loss(logp.numpy(), old.numpy(), ref.numpy(), adv.numpy(),
+                                    mask.numpy(), **options)
+    assert float(loss) == pytest.approx(float(np_loss), rel=1e-12, abs=1e-14)
+    for key, value in np_diag.items():
+        assert diagnostics[key] == pytest.approx(value, rel=1e-12, abs=1e-14), key
+
+
+def test_gradient_matches_finite_differences_of_the_numpy_loss():
+    logp, old, ref, adv, mask = inputs(N=3, T=4, seed=10, spread=0.05)
+    _, grad, _ = loss_and_grad(lf.grpo_loss_fused, logp, old, ref, adv, mask)
+    x, h = logp.numpy(), 1e-6
+    for i, t in [(0, 0), (1, 2), (2, 3)]:
+        up, down = x.copy(), x.copy()
+        up[i, t] += h
+        down[i, t] -= h
+        fd = (float(gl.grpo_loss(up, old.numpy(), ref.numpy(), adv.numpy(), mask.numpy())[0])
+              - float(gl.grpo_loss(down, old.numpy(), ref.numpy(), adv.numpy(),
+                                   mask.numpy())[0])) / (2 * h)
+        assert float(grad[i, t]) == pytest.approx(fd, rel=1e-6, abs=1e-10)
+
+
+# --- bad input: the same errors from both ----------------------------------------------------
+
+def error_of(fn, *args, **kwargs):
+    with pytest.raises((ValueError, TypeError)) as info:
+        fn(*args, **kwargs)
+    return type(info.value), str(info.value)
+
+
+def bad_cases():
+    logp, old, ref, adv, mask = inputs(N=3, T=4, seed=11)
+    empty = mask.clone()
+    empty[1] = False
+    nan = logp.clone()
+    nan[2, 1] = float("nan")
+    return [
+        ((logp.numpy(), old, ref, adv, mask), {}, r"logp: expected a torch.Tensor"),
+        ((logp[0], old, ref, adv, mask), {}, r"logp: expected a non-empty 2-D"),
+        ((logp, old[:, :3], ref, adv, mask), {}, r"old_logp: expected shape \(3, 4\)"),
+        ((logp, old, ref, adv[:2], mask), {}, r"adv: expected shape \(3,\)"),
+        ((logp, old, ref, adv, mask.T), {}, r"mask: expected shape \(3, 4\)"),
+        ((logp, old, ref, adv, empty), {}, r"mask: expected at least one valid token .* row 1"),
+        ((logp, old, ref, adv, mask * 0.5), {}, r"mask: expected only 0 and 1"),
+        ((logp, old, None, adv, mask), {}, r"ref_logp: expected an \(N, T\) tensor .* beta"),
+        ((logp, old, ref, adv, mask), {"kl": "k4"}, r"kl: expected one of"),
+        ((logp, old, ref, adv, mask), {"agg": "mean"}, r"agg: expected one of"),
+        ((logp, old, ref, adv, mask), {"eps_low": 1.5}, r"eps_low: expected a number <= 1.0"),
+        ((logp, old, ref, adv, mask), {"beta": -1.0}, r"beta: expected a number >= 0.0"),
+        ((logp.long(), old, ref, adv, mask), {}, r"logp: expected a float16, bfloat16"),
+        ((nan, old, ref, adv, mask), {}, r"logp: expected finite values, got 1 non-finite"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(bad_cases())))
+def test_bad_input_gives_the_same_error_from_both(case):
+    args, kwargs, pattern = bad_cases()[case]
+    eager = error_of(lf.grpo_loss_eager, *args, **kwargs)
+    fused = error_of(lf.grpo_loss_fused, *args, **kwargs)
+    assert eager == fused
+    assert re.search(pattern, eager[1]), eager
+
+
+def test_fused_refuses_a_gradient_it_would_not_compute():
+    logp, old, ref, adv, mask = inputs(seed=12)
+    with pytest.raises(ValueError, match=r"old_logp: expected a tensor that does not require"):
+        lf.grpo_loss_fused(logp.requires_grad_(), old.requires_grad_(), ref, adv, mask)
+
+
+# --- memory ------------------------------------------------------------------------------------
+
+def test_fused_peak_memory_is_under_a_third_of_eager():
+    logp, old, ref, adv, mask = inputs(N=128, T=2048, dtype=torch.float32, seed=13)
+    leaf = logp.clone().requires_grad_()
+
+    def step(fn):
+        def run():
+            leaf.grad = None
+            loss, _ = fn(leaf, old, ref, adv, mask)
+            loss.backward()
+            return leaf.grad
+        return run
+    eager = _peak_torch(step(lf.grpo_loss_eager), "cpu")
+    fused = _peak_torch(step(lf.grpo_loss_fused), "cpu")
+    per_token = logp.numel() * 4
+    assert eager > 6 * per_token         # autograd keeps many (N, T) tensors: can fail
+    assert fused < eager / 3, (fused / per_token, eager / per_token)

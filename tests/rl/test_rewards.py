@@ -1,0 +1,336 @@
+"""Rewards: worked numbers, hostile completions (a reward, never an exception or a hang),
+combining, DAPO's overlong shaping, and every bad argument."""
+
+import ast
+import builtins
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import grpo_lab as gl
+from grpo_lab.rl import rewards as R
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def good(answer, think="reasoning"):
+    return f"<think>{think}</think><answer>{answer}</answer>"
+
+
+# --- accuracy: worked numbers ---------------------------------------------------------------
+
+def test_accuracy_right_and_wrong():
+    assert gl.accuracy_reward(good(12), 12) == 1.0
+    assert gl.accuracy_reward(good(13), 12) == 0.0
+    assert gl.accuracy_reward(good(-7), "-7") == 1.0
+    assert gl.accuracy_reward(good(" 12 \n"), 12) == 1.0            # whitespace is not content
+
+
+def test_accuracy_numeric_compares_values_not_strings():
+    assert gl.accuracy_reward(good("12.0"), 12) == 1.0
+    assert gl.accuracy_reward(good("+12"), 12) == 1.0
+    assert gl.accuracy_reward(good("0012"), 12) == 1.0
+    assert gl.accuracy_reward(good("0.3"), 0.1 + 0.2) == 0.0            # 0.30000000000000004
+    assert gl.accuracy_reward(good("0.3"), 0.1 + 0.2, rel_tol=1e-12) == 1.0
+    assert gl.accuracy_reward(good("0.3"), "0.3") == 1.0                 # exact decimals
+    big = "9" * 60
+    assert gl.accuracy_reward(good(big), big) == 1.0
+    assert gl.accuracy_reward(good(big), "9" * 59 + "8") == 0.0          # no float rounding
+
+
+def test_accuracy_exact_compares_stripped_text():
+    assert gl.accuracy_reward(good("Paris"), "Paris", compare="exact") == 1.0
+    assert gl.accuracy_reward(good("paris"), "Paris", compare="exact") == 0.0
+    assert gl.accuracy_reward(good("12.0"), "12", compare="exact") == 0.0
+
+
+def test_accuracy_needs_exactly_one_answer_tag():
+    assert gl.accuracy_reward("12", 12) == 0.0
+    assert gl.accuracy_reward("<answer>12</answer>", 12) == 1.0          # format is not its job
+    assert gl.accuracy_reward("<answer>1</answer><answer>12</answer>", 12) == 0.0
+    assert gl.accuracy_reward("<answer>12", 12) == 0.0
+    assert gl.accuracy_reward("</answer>12<answer>", 12) == 0.0
+
+
+def test_extract_answer_and_parse_number():
+    assert R.extract_answer(good(" 42 ")) == "42"
+    assert R.extract_answer("no tags") is None
+    assert R.parse_number("-12.50") == Fraction(-25, 2)
+    assert R.parse_number("007") == 7
+    for text in ["", "-", "+", ".5", "5.", "1e3", "1E3", "0x1f", "1_000", "nan", "inf", "-inf",
+                 "1.2.3", "١٢", "１２", "²", "१२", " 12", "12 ", "1\x002", "--1"]:
+        assert R.parse_number(text) is None, repr(text)
+    assert R.parse_number("1" * R.MAX_NUMBER_CHARS) is not None
+    assert R.parse_number("1" * (R.MAX_NUMBER_CHARS + 1)) is None
+
+
+# --- format ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    good(12),
+    "<think></think><answer>12</answer>",
+    "  <think>a\nb</think>\n\n<answer>\n12\n</answer>\n",
+])
+def test_format_accepts_the_r1_format(text):
+    assert gl.format_reward(text) == 1.0
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "12",
+    "<answer>12</answer>",                                    # no think
+    "<think>x</think>",                                       # no answer
+    "<think>x</think><answer></answer>",                      # empty answer
+    "<think>x</think><answer>  </answer>",
+    "<answer>12</answer><think>x</think>",                    # wrong order
+    "<think>x</think>so<answer>12</answer>",                  # text between
+    "preamble<think>x</think><answer>12</answer>",            # text before
+    "<think>x</think><answer>12</answer>and more",            # text after
+    "<think><think>x</think></think><answer>12</answer>",     # nested think
+    "<think>x</think><answer><answer>12</answer></answer>",   # nested answer
+    "<think>x<answer>1</answer></think><answer>12</answer>",  # answer inside think
+    "<think>x</think><answer>12</answer></answer>",           # unbalanced
+    "<think>x</think></think><answer>12</answer>",
+    "<think>x</answer><answer>12</think>",                    # crossed
+    "<THINK>x</THINK><ANSWER>12</ANSWER>",                    # tags are case-sensitive
+])
+def test_format_rejects_everything_else(text):
+    assert gl.format_reward(text) == 0.0
+
+
+# --- hostile completions ---------------------------------------------------------------------
+
+MB = 1 << 20
+HOSTILE = [
+    "__import__('os').system('x')",
+    good("__import__('os').system('x')"),
+    good("9**9**9**9"),
+    "9**9**9**9",
+    good("exec('import os')"),
+    good("{{7*7}}"),
+    "x" * MB,                                                  # 1 MB of text
+    good(12, think="x" * MB),                                  # 1 MB inside a good format
+    "<answer>" * 100_000,                                      # many opening tags
+    "<think>" * 50_000 + "</think>" * 50_000 + good(12),
+    "<answer>" + "1" * 5000 + "</answer>",                     # a 5000-digit number
+    good("1" * 5000),
+    good("1" * 100_000),                                       # past int()'s digit limit
+    "<think><answer></think></answer>",
+    "<think>x</think><answer>12",                              # unbalanced
+    "</answer></think><answer><think>",
+    good("١٢"), good("１２"), good("१२"), good("¹²"), good("𝟏𝟐"),   # unicode digits for 12
+    good("1\x002"), "\x00" * 1000, good("12") + "\x00",          # NUL bytes
+    good("12\ud800"), "\ud800\udfff",                          # lone surrogates
+    good("\u202e21"),                                          # right-to-left override
+    good("1e999"), good("nan"), good("inf"), good("-0"), good("1_2"),
+    good("12" + "\u0301"),                                     # combining accent
+    "\n" * 10_000,
+]
+
+
+def _all_rewards(text):
+    return [gl.accuracy_reward(text, 12), gl.accuracy_reward(text, "12", compare="exact"),
+            gl.format_reward(text), R.contains_reward(text, 12)]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=lambda t: repr(t[:30]) + f"..{len(t)}")
+def test_hostile_completion_gets_a_reward_not_an_exception(text):
+    values = _all_rewards(text)
+    assert all(type(v) is float and v in (0.0, 1.0) for v in values), values
+
+
+def test_hostile_completions_that_look_right_are_still_wrong():
+    for text in [good("١٢"), good("１２"), good("1\x002"), good("12\ud800"), good("\u202e21"),
+                 good("1_2"), good("12" + "\u0301"), good(12, think="x" * MB)]:
+        assert gl.accuracy_reward(text, 12) == 0.0, repr(text[:40])
+    assert gl.format_reward(good(12, think="x" * MB)) == 0.0        # over max_chars: not read
+    # ... while the same completion below the size limit is read and scored
+    assert gl.accuracy_reward(good(12, think="x" * 1000), 12) == 1.0
+    assert gl.accuracy_reward(good(12, think="x" * MB), 12, max_chars=2 * MB) == 1.0
+
+
+def test_no_hostile_completion_hangs():
+    """Every hostile case, in a child process with a generous limit: a hang fails the test.
+
+    ``9**9**9**9`` evaluated, or ``int()`` of a huge digit string, would never return.
+    This is a guard against hangs, not a speed claim (see chapter 5 for a measured timing).
+    """
+    code = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(ROOT)!r})
+        from tests.rl.test_rewards import HOSTILE, _all_rewards
+        for text in HOSTILE:
+            _all_rewards(text)
+        print("done", len(HOSTILE))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == f"done {len(HOSTILE)}"
+
+
+def test_model_output_is_never_evaluated(monkeypatch):
+    calls = []
+    for name in ("eval", "exec", "compile", "__import__"):
+        original = getattr(builtins, name)
+
+        def spy(*args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(builtins, name, spy)
+    for text in HOSTILE[:6]:
+        _all_rewards(text)
+    monkeypatch.undo()
+    assert calls == []
+
+
+def test_rewards_module_calls_no_evaluator_or_regex():
+    tree = ast.parse((ROOT / "grpo_lab" / "rl" / "rewards.py").read_text())
+    called = {node.func.id for node in ast.walk(tree)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    imported = {alias.name for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    assert not called & {"eval", "exec", "compile", "__import__"}
+    assert "re" not in imported and "ast" not in imported
+
+
+@given(st.text(max_size=300))
+def test_any_text_gets_zero_or_one(text):
+    assert all(v in (0.0, 1.0) for v in _all_rewards(text))
+
+
+@given(st.integers(min_value=-10**40, max_value=10**40), st.text(max_size=50))
+def test_the_right_integer_is_right_and_its_neighbour_is_not(n, think):
+    think = "".join(c for c in think if c not in "<>")         # no stray tags in the thinking
+    assert gl.accuracy_reward(good(n, think), n) == 1.0
+    assert gl.accuracy_reward(good(n + 1, think), n) == 0.0
+    assert gl.format_reward(good(n, think)) == 1.0
+
+
+def test_contains_reward_is_weak_on_purpose():
+    hack = "<think></think><answer>1213141516</answer>"
+    assert [R.contains_reward(hack, k) for k in (12, 13, 14, 15, 16)] == [1.0] * 5
+    assert [gl.accuracy_reward(hack, k) for k in (12, 13, 14, 15, 16)] == [0.0] * 5
+    assert R.contains_reward(good(7), 8) == 0.0
+
+
+# --- DAPO overlong shaping ---------------------------------------------------------------------
+
+def test_overlong_penalty_worked_numbers():
+    out = gl.overlong_penalty([0, 16, 17, 18, 19, 20, 21, 500], max_len=20, cache_len=4)
+    np.testing.assert_allclose(out, [0, 0, -0.25, -0.5, -0.75, -1, -1, -1], rtol=0, atol=1e-15)
+    assert out.dtype == np.float64
+    full = gl.overlong_penalty(np.arange(11), max_len=10, cache_len=10)   # ramp from 0
+    np.testing.assert_allclose(full, -np.arange(11) / 10, atol=1e-15)
+    assert gl.overlong_penalty(np.array([[3, 9]]), max_len=10, cache_len=2).shape == (1, 2)
+
+
+def test_overlong_penalty_is_monotone_and_bounded():
+    lengths = np.arange(0, 300)
+    out = gl.overlong_penalty(lengths, max_len=200, cache_len=50)
+    assert np.all(np.diff(out) <= 0) and out.max() == 0 and out.min() == -1
+    assert np.all(out[lengths <= 150] == 0) and np.all(out[lengths > 200] == -1)
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(lengths=[1.5], max_len=10, cache_len=2), TypeError, "lengths: expected integer"),
+    (dict(lengths=[-1], max_len=10, cache_len=2), ValueError, "lengths: expected lengths >= 0"),
+    (dict(lengths=["3"], max_len=10, cache_len=2), TypeError, "lengths:"),
+    (dict(lengths=[3], max_len=10, cache_len=11), ValueError, "cache_len: expected an integer in [1, 10]"),
+    (dict(lengths=[3], max_len=10, cache_len=0), ValueError, "cache_len:"),
+    (dict(lengths=[3], max_len=0, cache_len=1), ValueError, "max_len:"),
+    (dict(lengths=[3], max_len=10.0, cache_len=2), TypeError, "max_len: expected an integer"),
+])
+def test_overlong_penalty_bad_arguments(kwargs, exc, words):
+    with pytest.raises(exc) as info:
+        gl.overlong_penalty(**kwargs)
+    assert words in str(info.value)
+
+
+# --- combining ---------------------------------------------------------------------------------
+
+ACC = [[1, 0, 0, 1], [0, 0, 0, 0]]
+FMT = [[1, 1, 0, 1], [1, 0, 1, 1]]
+
+
+def test_weighted_sum_worked_numbers():
+    out = gl.weighted_sum([ACC, FMT], [1.0, 0.5])
+    np.testing.assert_array_equal(out, [[1.5, 0.5, 0.0, 1.5], [0.5, 0.0, 0.5, 0.5]])
+    np.testing.assert_array_equal(gl.weighted_sum([ACC], [1]), np.array(ACC, dtype=float))
+
+
+def test_normalise_then_sum_is_the_sum_of_group_advantages():
+    r = np.array([ACC, FMT], dtype=float)                                  # (K=2, B=2, G=4)
+    out = gl.normalise_then_sum(r, [2.0, 0.5])
+    expected = 2.0 * gl.group_advantages(r[0]) + 0.5 * gl.group_advantages(r[1])
+    np.testing.assert_allclose(out, expected, rtol=1e-15)
+    assert np.all(out[1] == 0.5 * gl.group_advantages(r[1])[1])    # all-equal accuracy adds 0
+    np.testing.assert_allclose(out.sum(axis=1), 0.0, atol=1e-12)   # each group centred
+
+
+def test_normalise_then_sum_ignores_a_rewards_scale_and_weighted_sum_does_not():
+    rng = np.random.default_rng(0)
+    acc = rng.integers(0, 2, size=(50, 8)).astype(float)
+    length = rng.normal(size=(50, 8))
+    for scale in (1e-3, 1.0, 1e3):
+        np.testing.assert_allclose(gl.normalise_then_sum([acc, scale * length], [1, 1], eps=0),
+                                   gl.normalise_then_sum([acc, length], [1, 1], eps=0),
+                                   rtol=1e-10, atol=1e-12)
+    big = gl.group_advantages(gl.weighted_sum([acc, 1e3 * length], [1, 1]))
+    # with a wide second reward, the plain sum ranks by it alone: accuracy barely matters
+    by_length = gl.group_advantages(length)
+    assert np.corrcoef(big.ravel(), by_length.ravel())[0, 1] > 0.999
+    fair = gl.normalise_then_sum([acc, 1e3 * length], [1, 1])
+    assert np.corrcoef(fair.ravel(), by_length.ravel())[0, 1] < 0.9
+
+
+@pytest.mark.parametrize("fn", [gl.weighted_sum, gl.normalise_then_sum])
+@pytest.mark.parametrize("rewards, weights, exc, words", [
+    ([ACC, FMT], [1.0], ValueError, "weights: expected one weight per reward function, K = 2"),
+    ([ACC, FMT], [1.0, 1.0, 1.0], ValueError, "got 3"),
+    ([ACC, FMT], [[1.0, 1.0]], ValueError, "weights: expected a 1-D array"),
+    (ACC, [1.0, 1.0], ValueError, "rewards: expected a 3-D array of shape (K, B, G)"),
+    ([ACC, FMT], [1.0, np.nan], ValueError, "weights: expected finite values"),
+    ([ACC, [[1, 0, np.inf, 1], [1, 0, 1, 1]]], [1, 1], ValueError, "rewards: expected finite"),
+    ([ACC, FMT], ["1", "2"], TypeError, "weights: expected a real numeric dtype"),
+    (None, [1.0], TypeError, "rewards: expected a numeric array"),
+])
+def test_combining_bad_arguments(fn, rewards, weights, exc, words):
+    with pytest.raises(exc) as info:
+        fn(rewards, weights)
+    assert words in str(info.value)
+
+
+# --- bad arguments (the caller's mistakes, not the model's) ------------------------------------
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: gl.accuracy_reward(b"<answer>1</answer>", 1), TypeError,
+     "completion: expected a str (the policy's decoded text), got bytes"),
+    (lambda: gl.accuracy_reward(None, 1), TypeError, "completion: expected a str"),
+    (lambda: gl.format_reward(["<think>"]), TypeError, "completion: expected a str"),
+    (lambda: gl.accuracy_reward(good(1), True), TypeError, "answer: expected a number"),
+    (lambda: gl.accuracy_reward(good(1), None), TypeError, "answer: expected a number"),
+    (lambda: gl.accuracy_reward(good(1), "one"), ValueError,
+     "answer: expected an ASCII decimal such as '42' or '-1.5' for compare='numeric', got 'one'"),
+    (lambda: gl.accuracy_reward(good(1), float("nan")), ValueError,
+     "answer: expected a finite number"),
+    (lambda: gl.accuracy_reward(good(1), 1, compare="fuzzy"), ValueError,
+     "compare: expected one of 'numeric', 'exact', got 'fuzzy'"),
+    (lambda: gl.accuracy_reward(good(1), 1, compare="exact"), TypeError,
+     "answer: expected a str for compare='exact', got int 1"),
+    (lambda: gl.accuracy_reward(good(1), 1, rel_tol=-0.1), ValueError, "rel_tol:"),
+    (lambda: gl.accuracy_reward(good(1), 1, max_chars=0), ValueError, "max_chars:"),
+    (lambda: gl.format_reward(good(1), max_chars=1.5), TypeError, "max_chars: expected an integer"),
+    (lambda: R.contains_reward(good(1), 1.0), TypeError, "answer: expected an int or a str"),
+    (lambda: R.parse_number(12), TypeError, "text: expected a str"),
+])
+def test_bad_arguments_name_the_problem(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    assert words in str(info.value)

@@ -1,0 +1,251 @@
+"""The tiny policy, the addition task and the GRPO loop: the pieces are right, a run is
+seeded, Ctrl-C keeps the log, and the command line refuses bad arguments clearly."""
+
+import csv
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import grpo_lab as gl  # noqa: E402
+import grpo_lab.torch as glt  # noqa: E402
+from grpo_lab import tiny_policy as tp  # noqa: E402
+from grpo_lab import train as T  # noqa: E402
+from grpo_lab.rl.task import AdditionTask  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = dict(d_model=16, n_head=2, warmup_steps=3, warmup_batch=8, steps=4, prompts_per_step=3,
+            group_size=4, inner_iters=2, eval_every=2, threads=1)
+
+
+# --- tokenizer and policy ---------------------------------------------------------------------
+
+def test_tokenizer_round_trip_and_numbers_as_single_tokens():
+    tok = tp.Tokenizer()
+    text = "2+4+1+3=<think></think><answer>10</answer>"
+    ids = tok.encode(text)
+    assert [tok.vocab[i] for i in ids] == ["2", "+", "4", "+", "1", "+", "3", "=", "<think>",
+                                           "</think>", "<answer>", "10", "</answer>"]
+    assert tok.decode(ids) == text
+    assert tok.decode(ids + [tp.EOS] + ids) == text             # EOS ends the text
+    assert tok.decode([tp.PAD] + ids) == text                   # PAD is skipped
+    assert [tok.vocab[i] for i in tok.encode("123")] == ["12", "3"]
+    assert [tok.vocab[i] for i in tok.encode("05")] == ["0", "5"]
+
+
+@pytest.mark.parametrize("text, exc, words", [
+    ("2*3=", ValueError, "text: expected digits, '+', '=' and the four tags, got '*' at position 1"),
+    ("<thinking>", ValueError, "got '<'"),
+    (b"1+2", TypeError, "text: expected a str"),
+])
+def test_tokenizer_refuses_what_it_cannot_encode(text, exc, words):
+    with pytest.raises(exc) as info:
+        tp.Tokenizer().encode(text)
+    assert words in str(info.value)
+
+
+def test_policy_shapes_and_bad_arguments():
+    torch.manual_seed(0)
+    model = tp.TinyGPT(d_model=16, n_head=2, max_len=10)
+    assert model(torch.zeros(3, 7, dtype=torch.long)).shape == (3, 7, len(tp.VOCAB))
+    with pytest.raises(ValueError, match="ids: expected at most max_len = 10 tokens, got 11"):
+        model(torch.zeros(1, 11, dtype=torch.long))
+    with pytest.raises(ValueError, match="n_head: expected a divisor of d_model = 16, got 3"):
+        tp.TinyGPT(d_model=16, n_head=3)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        tp.sample(model, torch.zeros(1, 3, dtype=torch.long), 0)
+
+
+def test_sampled_logp_is_the_policy_logp_and_the_mask_ends_at_eos():
+    """The old_logp recorded while sampling equals the teacher-forced logp: ratio 1 at the start."""
+    torch.manual_seed(0)
+    model = tp.TinyGPT(d_model=16, n_head=2, max_len=16)
+    prompts = torch.tensor([tp.Tokenizer().encode("1+2=")] * 64)
+    g = torch.Generator().manual_seed(0)
+    tokens, mask, logp = tp.sample(model, prompts, 8, generator=g)
+    assert tokens.shape == mask.shape == logp.shape and tokens.shape[0] == 64
+    torch.testing.assert_close(tp.completion_logp(model, prompts, tokens, mask), logp,
+                               rtol=1e-5, atol=1e-5)
+    for row_tokens, row_mask in zip(tokens.tolist(), mask.tolist()):
+        n = sum(row_mask)
+        assert row_mask == [True] * n + [False] * (len(row_mask) - n)       # a prefix
+        if tp.EOS in row_tokens:
+            assert row_tokens.index(tp.EOS) == n - 1                          # EOS is its last
+        assert all(t == tp.PAD for t in row_tokens[n:])
+    assert (logp[~mask] == 0).all() and (logp[mask] < 0).all()
+
+
+def test_greedy_sampling_is_deterministic():
+    torch.manual_seed(1)
+    model = tp.TinyGPT(d_model=16, n_head=2, max_len=16)
+    prompts = torch.tensor([tp.Tokenizer().encode("3+3=")] * 4)
+    a = tp.sample(model, prompts, 6, temperature=0.0)[0]
+    b = tp.sample(model, prompts, 6, temperature=0.0)[0]
+    assert torch.equal(a, b) and (a == a[0]).all()           # same prompt, same greedy answer
+
+
+# --- the task -------------------------------------------------------------------------------------
+
+def test_task_split_is_disjoint_complete_and_seeded():
+    task = AdditionTask(n_terms=4, max_term=4, held_out=0.2, seed=0)
+    assert len(task.train) + len(task.held_out) == 5 ** 4
+    assert not set(task.train) & set(task.held_out)
+    assert task.held_out == AdditionTask(n_terms=4, max_term=4, seed=0).held_out
+    assert task.held_out != AdditionTask(n_terms=4, max_term=4, seed=1).held_out
+    assert task.prompt((0, 4, 2, 1)) == "0+4+2+1=" and task.answer((0, 4, 2, 1)) == 7
+    assert len(tp.Tokenizer().encode(task.prompt((0, 4, 2, 1)))) == task.prompt_len
+
+
+def test_balanced_batches_make_every_sum_equally_likely():
+    task = AdditionTask(n_terms=4, max_term=4, seed=0)
+    rng = np.random.default_rng(0)
+    counts = Counter(task.answer(t) for t in task.batch(17_000, rng, balanced=True))
+    assert sorted(counts) == sorted({task.answer(t) for t in task.train})   # 16 is held out
+    assert max(counts.values()) / min(counts.values()) < 1.15        # about 1000 each
+    natural = Counter(task.answer(t) for t in task.batch(17_000, rng))
+    assert natural[8] > 10 * max(natural[0], 1)                      # the bell it replaces
+    assert all(t in set(task.train) for t in task.batch(500, rng, balanced=True))
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(n_terms=1), "n_terms: expected an integer in [2, 6]"),
+    (dict(max_term=10), "max_term: expected an integer in [1, 9] (terms are single digits)"),
+    (dict(held_out=1.0), "held_out: expected a fraction in (0, 1)"),
+    (dict(held_out=0), "held_out:"),
+])
+def test_task_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError) as info:
+        AdditionTask(**kwargs)
+    assert words in str(info.value)
+
+
+# --- the loop ------------------------------------------------------------------------------------
+
+def test_one_step_taken_apart_matches_grpo_step():
+    """rollout -> score -> advantages -> update, by hand, equals grpo_step on the same seed."""
+    cfg = T.TrainConfig(**TINY)
+    by_hand, whole = T.make_run(cfg), T.make_run(cfg)
+    for run in (by_hand, whole):
+        T.format_warmup(run)
+        run.reference = T.copy.deepcopy(run.policy).requires_grad_(False)
+    batch = T.rollout(by_hand)
+    scores = T.score(by_hand, batch)
+    assert scores["reward"].shape == (cfg.prompts_per_step, cfg.group_size)
+    np.testing.assert_array_equal(scores["reward"],
+                                  scores["verifier"] + cfg.format_weight * scores["format"])
+    adv = glt.group_advantages(torch.tensor(scores["reward"])).reshape(-1)
+    T.update(by_hand, batch, adv)
+    metrics = T.grpo_step(whole)
+    assert metrics["reward"] == pytest.approx(float(scores["reward"].mean()))
+    for p, q in zip(by_hand.policy.parameters(), whole.policy.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+
+
+def test_score_uses_the_package_rewards():
+    run = T.make_run(T.TrainConfig(**TINY))
+    terms = [(1, 2, 0, 0)]
+    texts = ["<think></think><answer>3</answer>", "<think></think><answer>4</answer>",
+             "<answer>3</answer>", "3"]
+    batch = T.Rollout(terms, None, None, None, None, texts)
+    run.config = dataclasses.replace(run.config, group_size=4)
+    s = T.score(run, batch)
+    np.testing.assert_array_equal(s["accuracy"], [[1, 0, 1, 0]])
+    np.testing.assert_array_equal(s["format"], [[1, 1, 0, 0]])
+    np.testing.assert_array_equal(s["reward"], [[1.5, 0.5, 1.0, 0.0]])
+
+
+def test_a_run_is_seeded_and_logs_every_metric(tmp_path):
+    cfg = T.TrainConfig(**TINY)
+    a = T.train(cfg, progress=False, log_path=tmp_path / "h.csv")
+    b = T.train(cfg, progress=False)
+
+    def without_clock(run):      # NaN != NaN, so compare the JSON text (NaN prints as NaN)
+        return json.dumps([{k: v for k, v in h.items() if k != "seconds"} for h in run.history])
+    assert without_clock(a) == without_clock(b)
+    assert without_clock(a) != without_clock(T.train(dataclasses.replace(cfg, seed=1),
+                                                     progress=False))
+    assert [h["step"] for h in a.history] == list(range(cfg.steps + 1))
+    assert set(a.history[1]) == set(T.METRICS)
+    for h in a.history[1:]:
+        assert 0 <= h["zero_spread"] <= 1 and 0 <= h["clip_frac"] <= 1 and h["length"] >= 1
+    rows = list(csv.DictReader((tmp_path / "h.csv").open()))
+    assert len(rows) == cfg.steps + 1 and list(rows[0]) == list(T.METRICS)
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_the_log(monkeypatch, tmp_path):
+    real_step, calls = T.grpo_step, []
+
+    def interrupted(run):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_step(run)
+    monkeypatch.setattr(T, "grpo_step", interrupted)
+    argv = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()] + [
+        "--steps=10", f"--out={tmp_path}", "--quiet"]
+    assert T.main(argv) == 130
+    rows = list(csv.DictReader((tmp_path / "history.csv").open()))
+    assert [int(r["step"]) for r in rows] == [0, 1, 2]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["steps_done"] == 2
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_command_line_end_to_end(tmp_path):
+    argv = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    proc = subprocess.run([sys.executable, "-m", "grpo_lab.train", *argv, "--agg=dapo",
+                           "--eps-high=0.28", f"--out={tmp_path}"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "finished 4 GRPO steps" in proc.stdout and "held-out accuracy" in proc.stdout
+    assert "GRPO" in proc.stderr                                   # the tqdm bar
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["config"]["agg"] == "dapo" and summary["config"]["eps_high"] == 0.28
+    assert 0 <= summary["final_held_out_accuracy"] <= 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--steps=-1"], "steps: expected an integer in [0, inf], got -1"),
+    (["--agg=mean"], "agg: expected one of 'grpo', 'bnpo', 'dapo', 'dr_grpo', got 'mean'"),
+    (["--kl=k4"], "kl: expected one of 'k1', 'k2', 'k3'"),
+    (["--group-size=1"], "group_size: expected an integer in [2, inf]"),
+    (["--lr=0"], "lr: expected a number > 0.0"),
+    (["--steps=abc"], "argument --steps: invalid int value: 'abc'"),
+    (["--balanced=maybe"], "argument --balanced: expected true or false, got 'maybe'"),
+    (["--reward=length"], "reward: expected one of 'accuracy', 'contains'"),
+])
+def test_bad_arguments_get_a_clear_message(args, words, capsys):
+    with pytest.raises(SystemExit) as info:
+        T.main(args + ["--quiet", "--out=/nonexistent/never-written"])
+    assert info.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_device_cuda_without_cuda_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        T.main(["--device=cuda", "--quiet"])
+    assert "device: expected 'cpu' on this machine (torch sees no CUDA device)" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_short_run_on_cuda():
+    run = T.train(T.TrainConfig(**{**TINY, "device": "cuda"}), progress=False)
+    assert next(run.policy.parameters()).device.type == "cuda"
+    assert not math.isnan(run.history[-1]["held_out_accuracy"])
+
+
+def test_metrics_glossary_covers_the_log():
+    assert list(T.METRICS)[0] == "step" and all(T.METRICS.values())
+    fields = {f.name for f in dataclasses.fields(T.TrainConfig)}
+    assert {"group_size", "inner_iters", "beta", "kl", "agg", "eps_low"} <= fields
+    assert gl.accuracy_reward("<answer>3</answer>", 3) == 1.0      # the verifier it trains on

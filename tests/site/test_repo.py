@@ -1,0 +1,100 @@
+"""The repository keeps its promises: README commands, CI, pinned requirements, chapters."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def readme_commands():
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```bash\n(.+?)\n```", text)
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
+    commands = readme_commands()
+    build = [c for c in commands if "jupyter-book build" in c]
+    test = [c for c in commands if "pytest" in c]
+    assert len(build) == 1 and len(test) == 1, commands
+    assert "_build/html" in (ROOT / "README.md").read_text()
+    assert "-W" in build[0]  # warnings are errors
+    ci_lines = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    assert test[0].strip() in ci_lines, "'.ci/run' must run the README's test command verbatim"
+
+
+def test_requirements_are_all_pinned():
+    lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    reqs = [line for line in lines if line and not line.startswith("#")]
+    assert "-e ." in reqs
+    unpinned = [r for r in reqs if r != "-e ." and not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+==\S+", r)]
+    assert not unpinned, unpinned
+    book = [r for r in reqs if r.lower().startswith("jupyter-book==")]
+    assert book and book[0].split("==")[1].startswith("1."), "Jupyter Book is pinned below 2"
+
+
+def test_every_chapter_is_in_the_toc_and_vice_versa():
+    toc = (ROOT / "_toc.yml").read_text()
+    listed = set(re.findall(r"file:\s*(chapters/\S+)", toc))
+    present = {f"chapters/{p.stem}" for p in CHAPTERS}
+    assert CHAPTERS, "no chapters found"
+    assert listed == present
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_checks_its_key_numbers_with_nbval(path):
+    nb = json.loads(path.read_text())
+    checked = [c for c in nb["cells"] if c["cell_type"] == "code"
+               and "".join(c["source"]).lstrip().startswith("# NBVAL_CHECK_OUTPUT")]
+    assert len(checked) >= 3, f"{path.name}: mark the cells that print key numbers"
+    empty = [i for i, c in enumerate(checked) if not c.get("outputs")]
+    assert not empty, f"{path.name}: checked cells {empty} have no stored output to compare"
+    errors = [o for c in nb["cells"] if c["cell_type"] == "code"
+              for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{path.name}: stored outputs contain an error"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_imports_the_package_with_one_alias(path):
+    src = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                    if c["cell_type"] == "code")
+    assert "import grpo_lab as gl" in src
+    assert not re.search(r"from grpo_lab[\w.]* import", src), "use the gl alias"
+
+
+def test_pages_workflow_builds_with_the_readme_command_and_deploys_the_site():
+    workflow = yaml.safe_load((ROOT / ".github/workflows/pages.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert triggers["push"]["branches"] == ["main"]
+    steps = workflow["jobs"]["build"]["steps"]
+    build = [c for c in readme_commands() if "jupyter-book build" in c][0]
+    assert [s for s in steps if s.get("run", "").strip() == build.strip()], \
+        "the workflow must build with the README's build command, verbatim"
+    upload = [s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact")]
+    assert upload and upload[0]["with"]["path"] == "_build/html"
+    python = [s for s in steps if s.get("uses", "").startswith("actions/setup-python")]
+    assert python and python[0]["with"]["python-version"] == "3.11"
+    deploy = workflow["jobs"]["deploy"]
+    assert deploy["needs"] == "build"
+    assert any(s.get("uses", "").startswith("actions/deploy-pages") for s in deploy["steps"])
+
+
+def test_binder_gets_the_python_the_requirements_need():
+    assert (ROOT / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_installs_the_package_on_colab_only(path):
+    """Colab's launch button opens the bare notebook: its first code cell installs grpo_lab
+    from the repository that _config.yml names, on Colab only, and is left off the website."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    url = f"git+{config['url'].rstrip('/')}@{config['branch']}"
+    cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    first = "".join(cells[0]["source"])
+    assert 'if "google.colab" in sys.modules:' in first, f"{path.name}: no Colab set-up cell"
+    assert f'%pip install --quiet "grpo_lab @ {url}"' in first, first
+    assert "remove-cell" in cells[0]["metadata"].get("tags", [])

@@ -1,0 +1,307 @@
+"""The book builds with warnings as errors, and the pages show what a reader expects.
+
+The build itself is the session fixture ``site`` in conftest.py (shared with test_browser.py).
+"""
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
+PAGE_BUDGET = 800_000      # bytes of HTML per page, frames of the static sliders included
+FRAMES_BUDGET = 400_000    # bytes of precomputed frames per page
+
+
+class PageParser(HTMLParser):
+    """Collects a page's ids and the (tag, attribute, value) of every href and src."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.refs = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name == "id" and value:
+                self.ids.add(value)
+            elif name in ("href", "src") and value is not None:
+                self.refs.append((tag, name, value))
+
+
+def parse(page: Path) -> PageParser:
+    parser = PageParser()
+    parser.feed(page.read_text())
+    return parser
+
+
+def site_pages(site):
+    """Every HTML page of the book (the theme's template snippets in _static are not pages)."""
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts)
+
+
+@pytest.mark.site
+def test_every_toc_page_is_built(site):
+    toc = (ROOT / "_toc.yml").read_text()
+    pages = ["intro"] + re.findall(r"file:\s*(\S+)", toc)
+    for page in pages:
+        assert (site / f"{page}.html").exists(), page
+    assert (site / "index.html").exists()
+
+
+@pytest.mark.site
+def test_chapter_pages_show_math_figures_and_no_errors(site):
+    for page in sorted((site / "chapters").glob("*.html")):
+        html = page.read_text()
+        assert "math notranslate" in html or "\\(" in html, f"{page.name}: no math"
+        assert re.search(r'<img [^>]*src="[^"]+\.png"', html), f"{page.name}: no figure"
+        for bad in ("Traceback (most recent call last)", "NameError", "ModuleNotFoundError"):
+            assert bad not in html, f"{page.name}: {bad}"
+
+
+@pytest.mark.site
+def test_chapter_one_shows_the_package_source_and_checked_numbers(site):
+    html = (site / "chapters" / "01_group_advantages.html").read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "def group_advantages" in text           # the real source, highlighted
+    assert "PASS: worked example" in text          # the drill's solution passes its checker
+    assert "0.8200" in text                         # P(all-equal) at G=2, p=0.1, computed live
+
+
+@pytest.mark.site
+def test_chapter_two_shows_the_package_source_and_checked_numbers(site):
+    html = (site / "chapters" / "02_ppo_to_grpo.html").read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "def clipped_surrogate_loss" in text and "def gae" in text   # the real source
+    assert "PASS: the worked example, both lambda limits" in text       # drill 1's solution
+    assert "PASS: both clip sides" in text                              # drill 2's solution
+    assert "saved: 112 GB (44%)" in text                                # the 7B memory table
+    assert "tag_hide-input" in html                                     # solutions are hidden
+
+
+@pytest.mark.site
+def test_chapter_three_shows_the_source_the_table_and_the_gradient_checks(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "03_kl_estimators.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "def kl_k3" in text                                  # the real source
+    assert "(0.25, 1.73)" in text                               # Schulman's row, next to ours
+    assert "k3 -> forward KL: True" in text                     # the gradient claim, computed
+    assert "PASS: worked example, batch shape" in text          # drill 1's solution passes
+    assert "PASS: your closed form" in text                     # drill 2's solution passes
+
+
+@pytest.mark.site
+def test_chapter_five_shows_the_verifiers_the_hostile_table_and_the_hack(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "05_rewards.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "def accuracy_reward" in text and "def format_reward" in text   # the real source
+    assert "a power tower" in text and "1 MB of text" in text             # hostile strings
+    assert "weak reward rose by more than 0.2: True" in text               # the hack, live
+    assert "true accuracy rose by less than 0.1: True" in text
+    assert "PASS: all 17 completions" in text                              # drill solution
+    assert "tag_hide-input" in page
+
+
+@pytest.mark.site
+def test_chapter_six_shows_the_step_and_a_run_that_learns(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "06_training_loop.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "def grpo_step" in text and "def update" in text                # the real source
+    assert "ratio is 1 on every token (to float32 rounding): True" in text
+    assert "held-out accuracy below 20% (it cannot add yet): True" in text
+    assert "ends at 90% or more on held-out prompts: True" in text
+    assert "PASS: clipped surrogate + beta k3" in text                     # drill solution
+
+
+@pytest.mark.site
+def test_chapter_eight_shows_the_map_the_sources_and_checked_numbers(site):
+    import html as html_lib
+
+    import grpo_lab as gl
+
+    page = (site / "chapters" / "08_production_knobs.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert page.count("<tr") >= 1 + len(gl.presets.KNOB_MAP)      # the map is a real table
+    for source in gl.presets.SOURCES.values():                    # every version it cites
+        assert source.path in text and (not source.commit or source.commit[:10] in text)
+    assert "def process_advantages" in text and "def default_loss" in text   # the real source
+    assert "TRL's loss with verl's dual-clip: +0.0866" in text    # computed when built
+    assert "K = 1 equals outcome supervision: True" in text
+    assert "PASS: worked example, ragged steps and an all-equal group" in text   # the drill
+
+
+def broken_links(site: Path) -> list:
+    """Every relative href/src of every page must point at a file of the site, and every
+    #anchor at an id on its target page (Sphinx's -n checks references; this checks the HTML)."""
+    pages = {p: parse(p) for p in site_pages(site)}
+    ids = {p.resolve(): parsed.ids for p, parsed in pages.items()}
+    broken = []
+    for page, parsed in pages.items():
+        for tag, attr, ref in parsed.refs:
+            parts = urlsplit(ref)
+            if parts.scheme or parts.netloc or not ref:  # http(s), mailto, data: ...
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page.resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            where = f"{page.relative_to(site)}: <{tag} {attr}={ref!r}>"
+            if site.resolve() not in target.parents or not target.is_file():
+                broken.append(f"{where}: no such file")
+            elif parts.fragment and target.suffix == ".html":
+                target_ids = ids[target] if target in ids else parse(target).ids
+                if unquote(parts.fragment) not in target_ids:
+                    broken.append(f"{where}: no id {parts.fragment!r} there")
+    return broken
+
+
+def external_loads(site: Path) -> list:
+    """Scripts, styles, images and fonts that a page would fetch from another site (links to
+    read elsewhere, <a href>, are fine). The browser test checks the requests pages make."""
+    external = []
+    for page in site_pages(site):
+        for tag, attr, ref in parse(page).refs:
+            if tag != "a" and re.match(r"^(https?:)?//", ref):
+                external.append(f"{page.relative_to(site)}: <{tag} {attr}={ref!r}>")
+    for css in (site / "_static").rglob("*.css"):
+        for ref in re.findall(r"url\(\s*['\"]?((?:https?:)?//[^'\")]+)", css.read_text()):
+            external.append(f"{css.relative_to(site)}: url({ref})")
+    return external
+
+
+def test_the_link_and_offline_checks_catch_what_they_should(tmp_path):
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "x.css").write_text("a { background: url('https://cdn.example/x.png') }")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.html").write_text('<h1 id="top">b</h1><a href="../a.html#ok">a</a>')
+    (tmp_path / "a.html").write_text(
+        '<p id="ok"></p><a href="sub/b.html#top">fine</a><a href="https://example.org">fine</a>'
+        '<a href="sub/b.html#gone">bad anchor</a><a href="missing.html">bad file</a>'
+        '<img src="../outside.png"><a href="#ok">fine</a><a href="#nowhere">bad</a>'
+        '<script src="https://cdn.example/lib.js"></script>')
+    broken = broken_links(tmp_path)
+    assert len(broken) == 4, broken
+    assert all(any(s in b for b in broken) for s in ("#gone", "missing.html", "outside.png",
+                                                     "#nowhere"))
+    assert [e.split(":")[0] for e in external_loads(tmp_path)] == ["a.html", "_static/x.css"]
+
+
+@pytest.mark.site
+def test_internal_links_resolve(site):
+    assert len(site_pages(site)) >= 3 + len(CHAPTERS)
+    broken = broken_links(site)
+    assert not broken, "broken internal links:\n" + "\n".join(broken)
+
+
+@pytest.mark.site
+def test_pages_load_nothing_from_other_sites(site):
+    external = external_loads(site)
+    assert not external, "loaded from other sites:\n" + "\n".join(external)
+
+
+@pytest.mark.site
+def test_mathjax_is_served_by_the_site(site):
+    mathjax = site / "_static" / "mathjax" / CONFIG["sphinx"]["config"]["mathjax_path"].split(
+        "mathjax/", 1)[1]
+    assert mathjax.is_file() and mathjax.stat().st_size > 500_000, mathjax
+    fonts = list((site / "_static" / "mathjax" / "output" / "chtml" / "fonts").rglob("*.woff"))
+    assert len(fonts) > 10, "MathJax's CHTML fonts were not copied"
+    for page in ("intro.html", "chapters/01_group_advantages.html"):
+        srcs = [ref for tag, _, ref in parse(site / page).refs if tag == "script"]
+        assert any(s.endswith("_static/mathjax/tex-mml-chtml.js") for s in srcs), (page, srcs)
+
+
+def repository():
+    url = CONFIG["repository"]["url"].rstrip("/")
+    org, repo = urlsplit(url).path.strip("/").split("/")[:2]
+    return url, org, repo, CONFIG["repository"]["branch"]
+
+
+@pytest.mark.site
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_launch_and_download_buttons(site, chapter):
+    """Binder and Colab open this chapter from the repository in _config.yml; the download
+    button gives the chapter's own .ipynb."""
+    _, org, repo, branch = repository()
+    path = f"chapters/{chapter}.ipynb"
+    links = [ref for tag, attr, ref in parse(site / "chapters" / f"{chapter}.html").refs
+             if tag == "a"]
+    binder = (f"{CONFIG['launch_buttons']['binderhub_url']}/v2/gh/{org}/{repo}/{branch}"
+              f"?urlpath=lab/tree/{path}")
+    colab = f"{CONFIG['launch_buttons']['colab_url']}/github/{org}/{repo}/blob/{branch}/{path}"
+    assert binder in links, [u for u in links if "binder" in u]
+    assert colab in links, [u for u in links if "colab" in u]
+    page = (site / "chapters" / f"{chapter}.html").read_text()
+    assert "google.colab" not in page, "the Colab set-up cell belongs in the notebook only"
+    downloads = [ref for ref in links if ref.endswith(f"_sources/{path}")]
+    assert downloads, "no download link to the chapter's .ipynb"
+    notebook = (site / "chapters" / downloads[0]).resolve()
+    assert json.loads(notebook.read_text())["cells"] == \
+        json.loads((ROOT / path).read_text())["cells"]
+
+
+@pytest.mark.site
+def test_static_sliders_are_on_the_page_and_live_widgets_are_not(site):
+    html = (site / "chapters" / "01_group_advantages.html").read_text()
+    players = re.findall(r'<div class="gl-frames" id="gl-frames-\w+"', html)
+    assert len(players) == 1
+    data = json.loads(re.search(r'<script type="application/json" class="gl-frames-data">'
+                                r'(.*?)</script>', html, re.S).group(1))
+    assert data["names"][:2] == ["G", "spread"]
+    assert len(data["index"]) == 6 * 3 * 2 and len(set(data["index"])) > 6
+    for page in site_pages(site):
+        text = page.read_text()
+        # a live-only widget would render nothing here: give it frames with gl.sliders
+        assert "application/vnd.jupyter.widget-view+json" not in text, page.name
+        assert "application/vnd.jupyter.widget-state+json" not in text, page.name
+
+
+@pytest.mark.site
+def test_page_weight(site):
+    heavy = []
+    for page in site_pages(site):
+        text = page.read_text()
+        frames = sum(len(m) for m in re.findall(r'class="gl-frames-data">(.*?)</script>', text,
+                                               re.S))
+        if len(text.encode()) > PAGE_BUDGET or frames > FRAMES_BUDGET:
+            heavy.append(f"{page.relative_to(site)}: {len(text.encode())} bytes, "
+                         f"{frames} of frames")
+    assert not heavy, heavy
+
+
+@pytest.mark.site
+def test_drill_chapter_shows_verdicts_collapsed_answers_and_pasted_numbers(site):
+    import html as html_lib
+
+    page = (site / "chapters" / "09_interview_drills.html").read_text()
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+    assert text.count("NOT YET: ") >= 6 and text.count("PASS: ") >= 6   # stubs, solutions
+    assert "tag_hide-input" in page                                     # solutions hidden
+    assert len(re.findall(r'class="dropdown admonition"', page)) >= 30  # collapsed answers
+    pasted = re.findall(r'<span class="pasted-text">([^<]*)</span>', page)
+    assert len(pasted) >= 25 and "43%" in pasted                        # P(all-equal), G=8
+    assert "{glue" not in text and "优势" in text
+    sheet = html_lib.unescape(re.sub(r"<[^>]+>", "", (site / "cheatsheet.html").read_text()))
+    assert "group_advantages" in sheet and "损失聚合" in sheet
+
+
+@pytest.mark.site
+def test_chapter_seven_shows_the_kernels_and_checked_numbers(site):
+    html = (site / "chapters" / "07_performance.html").read_text()
+    text = re.sub(r"<[^>]+>", "", html)
+    assert "def _narrow" in text and "def _fused_block" in text       # the real source
+    assert "PASS: equal to gl.group_advantages" in text               # drill 1's solution
+    assert "PASS: -A r where the unclipped term wins" in text         # drill 2's solution
+    assert "0.625 flop/byte" in text                                  # the intensity, computed
+    assert "ridge point 20.0 flop/byte" in text                       # H100 arithmetic
+    assert "tag_hide-input" in html                                   # solutions are hidden
