@@ -16,6 +16,10 @@
    twice on every page (a SyntaxError in the console: 'THEBE_JS_URL' redeclared) and whose
    live-code mode would load Thebe from a CDN and need a remote kernel. The book's live route
    is the Binder and Colab buttons, so sphinx-thebe's scripts and styles are left off pages.
+5. A failed build leaves nothing to reuse: with ``-W`` any warning (a chapter whose execution
+   failed or timed out is one) fails the build, and then the saved environment and doctrees
+   are deleted, so the next build reads and executes every page again instead of keeping the
+   broken page and reporting success over it. jupyter-cache never stores a failed execution.
 """
 
 from __future__ import annotations
@@ -76,9 +80,19 @@ def drop_thebe(app, pagename, templatename, context, doctree) -> None:
             context[key] = [asset for asset in context[key] if not is_thebe(asset)]
 
 
+def forget_failed_build(app, exception) -> None:
+    # With -W --keep-going Sphinx turns warningiserror off and sets keep_going; either way a
+    # warning fails the build (its status code is set only after this event).
+    strict = app.warningiserror or app.keep_going
+    failed = exception is not None or (strict and app._warncount > 0)
+    if failed and Path(app.doctreedir).exists():
+        shutil.rmtree(app.doctreedir)
+
+
 def setup(app):
     os.environ[STATIC_ENV] = "1"
     app.connect("doctree-read", drop_widget_state)
     app.connect("html-page-context", drop_thebe)
     app.connect("build-finished", copy_mathjax)
+    app.connect("build-finished", forget_failed_build)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
