@@ -21,20 +21,33 @@ Where each name is taught:
 
 ==============================  ==========================================================
 ``gl.group_advantages``         chapter 1, group-relative advantages
+``gl.centred_deviations``       chapter 1, r - mean(r) about the first reward: exact 0s
+``gl.std_from_deviations``      chapter 1, the std from deviations (population or Bessel)
+``gl.power_of_two_rescale``     chapter 1, divide by 2**k exactly so no square overflows
+                                (``gl.scale_by_power_of_two`` undoes it)
+``gl.divide_or_zero``           chapter 1, 0 / 0 as 0: an all-equal group has no signal
 ``gl.group_stats``              chapter 1, why G matters (noise of group statistics)
 ``gl.gae``                      chapter 2, PPO's advantages from a critic (GAE-lambda)
+``gl.surrogate_from_ratio``     chapter 2, PPO's clipped objective term by term, from the ratio
 ``gl.clipped_surrogate_loss``   chapter 2, PPO's clipped objective, clip-higher, dual-clip
+``gl.surrogate_grad_logp``      chapter 2 and 7, its gradient with respect to logp, per token
 ``gl.aggregation_weights``      chapter 2, each token's weight under grpo, dapo, dr_grpo
 ``gl.aggregate_loss``           chapter 2, loss aggregation and its length bias
 ``gl.sequence_ratio``           chapter 2, GSPO's sequence-level ratio
 ``gl.grpo_loss``                chapter 2, the whole GRPO loss and its diagnostics
+``gl.grpo_diagnostics``         chapter 2, the clip fractions, mean ratio and KLs a trainer logs
+``gl.masked_mean``              chapter 2 and 4, a mean over the real tokens only
 ``gl.training_memory``          chapter 2, what PPO and GRPO hold in memory, in bytes
 ``gl.hidden_string``            chapter 2, the PPO vs GRPO training comparison (a toy task)
 ``gl.kl_k1/kl_k2/kl_k3``        chapter 3, per-token KL estimators
+``gl.k3_from_log_ratio``        chapter 3, k3 without cancellation (``expm1``, series near 0)
+``gl.k3_series``                chapter 3, k3's Taylor series in Horner form, for small |d|
 ``gl.kl_theory``                chapter 3, closed forms and exact gradients to check them by
 ``gl.round_trip``               chapter 4, what storing in float16 / bfloat16 does to a number
 ``gl.rounded_matmul``           chapter 4, two kernels, one product: training/inference mismatch
+``gl.log_ratio``                chapter 4, logp - old_logp in float64, clamped before exp
 ``gl.log_softmax``              chapter 4, a log-softmax that survives low precision
+``gl.logsumexp``                chapter 4, log sum exp shifted by the max: no overflow
 ``gl.token_logprobs``           chapter 4, per-token logp from logits, float32 or wider
 ``gl.sequence_logprob_sum``     chapter 4, log-probs summed over T up to 32k (and ``_mean``)
 ``gl.error_table``              chapter 4, a function's error per dtype against float64
@@ -75,13 +88,18 @@ from grpo_lab.core.advantages import BASELINES, SCALES, group_advantages
 from grpo_lab.core.aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from grpo_lab.core.gae import gae
 from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
-from grpo_lab.core.losses import (LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, grpo_loss,
-                                  sequence_ratio)
+from grpo_lab.core.loss import grpo_diagnostics, grpo_loss
 from grpo_lab.core.process import process_advantages, steps_to_tokens
+from grpo_lab.core.surrogate import (LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, sequence_ratio,
+                                     surrogate_from_ratio, surrogate_grad_logp)
+from grpo_lab.numerics.error_table import ErrorRow, ErrorTable, error_table
 from grpo_lab.numerics.logprobs import (log_softmax, sequence_logprob_mean, sequence_logprob_sum,
                                         token_logprobs)
-from grpo_lab.numerics.precision import (DTYPES, ErrorRow, ErrorTable, as_dtype, error_table,
-                                         round_trip, rounded_matmul, unit_roundoff)
+from grpo_lab.numerics.precision import DTYPES, as_dtype, round_trip, rounded_matmul, unit_roundoff
+from grpo_lab.numerics.stable import (centred_deviations, divide_or_zero, k3_from_log_ratio,
+                                      k3_series, log_ratio, logsumexp, masked_mean,
+                                      power_of_two_rescale, scale_by_power_of_two,
+                                      std_from_deviations)
 from grpo_lab.perf.advantages_fast import group_advantages_fast
 from grpo_lab.rl.rewards import (accuracy_reward, format_reward, normalise_then_sum,
                                  overlong_penalty, weighted_sum)
@@ -92,13 +110,16 @@ __version__ = "0.1.0"
 # One line per chapter, so that a new chapter adds a line rather than editing one.
 __all__ = [
     "show_source",
-    "BASELINES", "SCALES", "group_advantages", "group_stats",                        # ch. 1
+    "BASELINES", "SCALES", "centred_deviations", "divide_or_zero", "group_advantages",
+    "group_stats", "power_of_two_rescale", "scale_by_power_of_two",
+    "std_from_deviations",                                                           # ch. 1
     "AGGREGATIONS", "LEVELS", "MAX_LOG_RATIO", "aggregate_loss", "aggregation_weights",
-    "clipped_surrogate_loss", "gae", "grpo_loss", "sequence_ratio", "training_memory",  # ch. 2
-    "kl_k1", "kl_k2", "kl_k3", "kl_theory",                                          # ch. 3
-    "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_softmax", "round_trip",
-    "rounded_matmul", "sequence_logprob_mean", "sequence_logprob_sum", "token_logprobs",
-    "unit_roundoff",                                                                 # ch. 4
+    "clipped_surrogate_loss", "gae", "grpo_diagnostics", "grpo_loss", "masked_mean",
+    "sequence_ratio", "surrogate_from_ratio", "surrogate_grad_logp", "training_memory",  # ch. 2
+    "k3_from_log_ratio", "k3_series", "kl_k1", "kl_k2", "kl_k3", "kl_theory",        # ch. 3
+    "DTYPES", "ErrorRow", "ErrorTable", "as_dtype", "error_table", "log_ratio", "log_softmax",
+    "logsumexp", "round_trip", "rounded_matmul", "sequence_logprob_mean",
+    "sequence_logprob_sum", "token_logprobs", "unit_roundoff",                       # ch. 4
     "accuracy_reward", "format_reward", "normalise_then_sum", "overlong_penalty", "rewards",
     "weighted_sum",                                                                  # ch. 5
     "group_advantages_fast",                                                         # ch. 7
@@ -132,7 +153,9 @@ __all__ += [name for name in _MODULES if name not in __all__]
 MOVED = {
     "advantages": "grpo_lab.core.advantages", "gae": "grpo_lab.core.gae",
     "aggregation": "grpo_lab.core.aggregation", "kl": "grpo_lab.core.kl",
-    "losses": "grpo_lab.core.losses", "process": "grpo_lab.core.process",
+    "losses": "grpo_lab.core.surrogate and grpo_lab.core.loss",
+    "core.losses": "grpo_lab.core.surrogate (clipped_surrogate_loss, sequence_ratio) and "
+                   "grpo_lab.core.loss (grpo_loss)", "process": "grpo_lab.core.process",
     "_checks": "grpo_lab.numerics.validate", "precision": "grpo_lab.numerics.precision",
     "logprobs": "grpo_lab.numerics.logprobs", "memory": "grpo_lab.theory.memory",
     "advantages_fast": "grpo_lab.perf.advantages_fast", "source": "grpo_lab.book.source",
@@ -140,7 +163,9 @@ MOVED = {
     "widgets_kl": "grpo_lab.book.ch03", "widgets_production": "grpo_lab.book.ch08",
     "drills_kl": "grpo_lab.drills", "drills_precision": "grpo_lab.drills",
     "drills_production": "grpo_lab.drills",
-    **{name: module for name, module in _MODULES.items() if name not in ("train", "bench")},
+    **{name: _MODULES[name] for name in ("group_stats", "kl_theory", "rewards", "presets",
+                                         "hidden_string", "task", "tiny_policy", "roofline",
+                                         "loss_fused", "sliders")},
 }
 
 

@@ -1,6 +1,7 @@
-"""Sliders for chapter 3 (KL estimators). Each figure is a plain function of the slider values,
-so it is drawn and tested without a browser; ``*_explorer()`` wires it to ipywidgets
-through ``gl.sliders.explorer`` (live in Jupyter, precomputed frames on the static site).
+"""Chapter 3's figures and sliders (``chapters/03_kl_estimators.ipynb``). Each figure is a plain
+function of the slider values, so it is drawn and tested without a browser; ``*_explorer()``
+wires it to ipywidgets through :func:`grpo_lab.book.sliders.explorer` (live in Jupyter,
+precomputed frames on the static site).
 
 * ``kl_estimator_explorer``: the distance ``mu`` between pi_theta = N(0, 1) and
   pi_ref = N(mu, 1) redraws the distributions of k1, k2, k3 and their std/KL.
@@ -13,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
-from grpo_lab.theory.kl_theory import (gaussian_estimator_moments, gaussian_log_probs, kl_categorical,
-                        kl_regularised_policy)
+from grpo_lab.theory.kl_theory import (gaussian_estimator_moments, gaussian_log_probs,
+                                       kl_categorical, kl_regularised_policy)
 
 __all__ = ["kl_estimator_figure", "kl_estimator_explorer", "kl_beta_figure",
            "kl_beta_explorer", "BETA_TOY"]

@@ -1,5 +1,5 @@
-"""Figures for chapter 8 (production knobs, process supervision). Each is a plain function of
-its inputs, drawn and tested without a browser.
+"""Chapter 8's figures (``chapters/08_production_knobs.ipynb``: production knobs, process
+supervision). Each is a plain function of its inputs, drawn and tested without a browser.
 
 * ``advantages_by_system_figure``: the advantages each system's defaults give to the same
   groups of rewards, side by side;
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
-from grpo_lab.production.presets import PRESETS
 from grpo_lab.core.process import process_advantages, steps_to_tokens
+from grpo_lab.production.presets import PRESETS
 
 __all__ = ["advantages_by_system_figure", "losses_by_system_figure",
            "process_vs_outcome_figure"]

@@ -1,51 +1,39 @@
 """Group-relative advantages: the heart of GRPO.
 
-Taught in chapter 1 (``chapters/01_group_advantages.ipynb``).
+Taught in chapter 1 (``chapters/01_group_advantages.ipynb``). The careful numerics it relies
+on are named helpers of :mod:`grpo_lab.numerics.stable`, shown in the chapter by name:
+``centred_deviations``, ``std_from_deviations``, ``power_of_two_rescale``,
+``scale_by_power_of_two`` and ``divide_or_zero``.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from grpo_lab.numerics.stable import (centred_deviations, divide_or_zero, power_of_two_rescale,
+                                      scale_by_power_of_two, std_from_deviations)
+from grpo_lab.numerics.validate import (as_float_array, cast_result, check_choice, check_int,
+                                        check_real, working_dtype)
 
-from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real, working_dtype
-
-__all__ = ["group_advantages", "SCALES", "BASELINES"]
+__all__ = ["BASELINES", "SCALES", "check_group_advantages_arguments",
+           "check_group_advantages_options", "group_advantages"]
 
 SCALES = ("group", "batch", "none")
 BASELINES = ("mean", "leave_one_out")
 
 
-def _deviations(x: np.ndarray) -> np.ndarray:
-    """``x - mean(x)`` along the last axis, computed about each row's first element.
-
-    Shifting by a value from the data (the "shifted data" algorithm) leaves a constant row
-    as exact zeros, ``0 - mean(0) == 0``, where ``x - mean(x)`` can be off by one rounding
-    (0.1 + 0.1 + 0.1 != 0.3), and it removes most of the cancellation when the spread is
-    small against the mean (1e3 +- 1e-3).
-    """
-    y = x - x[..., :1]                          # (B, G), first column is exactly 0
-    return y - y.mean(axis=-1, keepdims=True)   # (B, G) - (B, 1)
-
-
-def _std(dev: np.ndarray, ddof: int) -> np.ndarray:
-    """Standard deviation along the last axis from deviations that already have mean 0."""
-    n = dev.shape[-1]
-    return np.sqrt((dev * dev).sum(axis=-1, keepdims=True) / (n - ddof))  # (B, 1)
-
-
-def check_arguments(rewards, eps, scale, ddof, baseline, *, finite=True):
+def check_group_advantages_arguments(rewards, eps, scale, ddof, baseline, *, finite=True):
     """Validate the arguments of :func:`group_advantages` (and of its fast path).
 
-    Returns ``(arr, out_dtype, eps, scale, ddof, baseline)``; ``arr`` is the rewards as an
-    array, not copied. ``finite=False`` skips the scan for NaN and inf: a caller that finds
-    them itself (the fast path does, for free, in its row sums) must then raise the same error.
+    Returns ``(rewards, out_dtype, eps, scale, ddof, baseline)``; ``rewards`` is an array, not
+    copied. ``finite=False`` skips the scan for NaN and inf: a caller that finds them itself
+    (the fast path does, for free, in its row sums) must then raise the same error.
     """
     arr, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)",
                                     finite=finite)
-    return (arr, out_dtype) + check_options(arr.shape, eps, scale, ddof, baseline)
+    return (arr, out_dtype) + check_group_advantages_options(arr.shape, eps, scale, ddof,
+                                                             baseline)
 
 
-def check_options(shape, eps, scale, ddof, baseline):
+def check_group_advantages_options(shape, eps, scale, ddof, baseline):
     """Validate the group size and the options for rewards of ``shape`` (B, G).
 
     Shared by the NumPy reference, its fast path and the torch mirror, so all three refuse the
@@ -119,44 +107,19 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     >>> gl.group_advantages([[1, 1, 1, 1]])  # no spread, no signal: exactly 0
     array([[0., 0., 0., 0.]])
     """
-    arr, out_dtype, eps, scale, ddof, baseline = check_arguments(rewards, eps, scale, ddof,
-                                                                 baseline)
-    B, G = arr.shape
+    r, out_dtype, eps, scale, ddof, baseline = check_group_advantages_arguments(
+        rewards, eps, scale, ddof, baseline)
+    B, G = r.shape
+    # Divide by 2**k near max|r| (exact), so that no square overflows; eps is divided too, and
+    # A, a ratio of deviations to a std, does not change.
+    x, k = power_of_two_rescale(r.astype(working_dtype(out_dtype)))       # (B, G) r / 2**k
 
-    x = arr.astype(working_dtype(out_dtype))      # (B, G), a copy: rewards stay untouched
-    # Divide by a power of two near max|r| (exact: only the exponent changes) so |x| <= 1
-    # and no square below can overflow; eps is rescaled the same way.
-    _, k = np.frexp(np.abs(x).max())
-    x = np.ldexp(x, -k)
-
-    dev = _deviations(x)                          # (B, G) r - group mean, rows sum to ~0
-    if baseline == "leave_one_out":
-        # r_i - mean_{j != i} r_j  ==  G/(G-1) * (r_i - mean_j r_j)
-        dev_baseline = dev * (G / (G - 1))
-    else:
-        dev_baseline = dev
-
-    if scale == "none":
-        with np.errstate(over="ignore"):          # too large for the dtype: checked below
-            adv = np.ldexp(dev_baseline, k)       # back to reward units
-    else:
-        if scale == "group":
-            std = _std(dev, ddof)                                 # (B, 1)
-        else:
-            std = _std(_deviations(x.reshape(1, B * G)), ddof)    # (1, 1), over all B*G
-        # For subnormal rewards eps / 2**k overflows to inf: eps dwarfs any spread, so the
-        # advantages are 0, which is also what the exact arithmetic gives (to 1e-300).
-        with np.errstate(over="ignore"):
-            denom = std + np.ldexp(eps, -k)       # (B, 1) or (1, 1), broadcast over G
-        # An all-equal group has dev == 0 exactly, so with eps > 0 it gives 0 / eps = 0.
-        # With eps == 0 it would be 0 / 0: define it as 0 (no spread, no signal).
-        adv = np.divide(dev_baseline, denom, out=np.zeros_like(dev_baseline),
-                        where=denom > 0)
-
-    with np.errstate(over="ignore"):              # checked on the next line
-        out = adv.astype(out_dtype)
-    if not np.all(np.isfinite(out.astype(np.float64))):
-        raise ValueError(
-            f"rewards: the advantages do not fit in {out_dtype} (largest magnitude "
-            f"{np.abs(adv).max():.4g}); pass rewards in a wider dtype such as float32")
-    return out
+    # The formula, A = (r - baseline) / (std + eps), a line per term:
+    dev = centred_deviations(x)                                            # (B, G) r - mean(r)
+    centred = dev * (G / (G - 1)) if baseline == "leave_one_out" else dev  # r - baseline
+    if scale == "none":                                                    # Dr. GRPO: no std
+        return cast_result("rewards", "advantages", scale_by_power_of_two(centred, k), out_dtype)
+    pool = dev if scale == "group" else centred_deviations(x.reshape(1, B * G))   # (B|1, .)
+    std = std_from_deviations(pool, ddof)                                  # (B, 1) or (1, 1)
+    adv = divide_or_zero(centred, std + scale_by_power_of_two(eps, -k))    # (B, G), 0/0 is 0
+    return cast_result("rewards", "advantages", adv, out_dtype)

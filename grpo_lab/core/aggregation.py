@@ -11,25 +11,46 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice, check_int, describe,
-                      working_dtype)
+from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice,
+                                        check_int, describe, valid_lengths, working_dtype)
 
-__all__ = ["AGGREGATIONS", "aggregate_loss", "aggregation_weights", "valid_lengths"]
+__all__ = ["AGGREGATIONS", "aggregate_loss", "aggregation_weights", "check_aggregate_loss_arguments",
+           "check_aggregation_options", "check_aggregation_weights_arguments"]
 
 #: TRL's ``loss_type`` names. ``bnpo`` and ``dapo`` are the same on one process (see below).
 AGGREGATIONS = ("grpo", "bnpo", "dapo", "dr_grpo")
 
 
-def valid_lengths(m: np.ndarray) -> np.ndarray:
-    """Valid tokens per sequence, (N,), from a bool mask (N, T); an empty row is an error."""
-    lengths = m.sum(axis=-1)                                       # (N,)
-    if np.any(lengths == 0):
-        row = int(np.flatnonzero(lengths == 0)[0])
-        raise ValueError(
-            f"mask: expected at least one valid token in every sequence (row), got none in row "
-            f"{row} ({int((lengths == 0).sum())} empty row(s) in all): an empty completion "
-            f"has no mean, and is almost always a masking bug")
-    return lengths
+def check_aggregation_options(mode, max_len, T):
+    """``(mode, max_len)`` for a padded length ``T`` (backend-neutral): ``max_len`` is T by
+    default and only ``dr_grpo`` takes it."""
+    mode = check_choice("mode", mode, AGGREGATIONS)
+    if max_len is not None and mode != "dr_grpo":
+        raise ValueError(f"max_len: expected None with mode {mode!r} (only 'dr_grpo' divides by "
+                         f"it), got {max_len!r}")
+    if mode == "dr_grpo":
+        max_len = T if max_len is None else check_int(
+            "max_len", max_len, minimum=T, why=f" (at least T = {T}, the padded length)")
+    return mode, max_len
+
+
+def check_aggregation_weights_arguments(mask, mode, max_len):
+    """``(mask, lengths, mode, max_len)``: a 2-D bool mask (N, T) with a valid token in every
+    row, the valid tokens per row (N,), and the options of :func:`check_aggregation_options`."""
+    m = as_mask("mask", mask, np.shape(mask) if mask is not None else ())
+    if m.ndim != 2:
+        raise ValueError(f"mask: expected a 2-D (N, T) array of 0/1 or bools, got {describe(m)}")
+    mode, max_len = check_aggregation_options(mode, max_len, m.shape[1])
+    return m, valid_lengths(m), mode, max_len
+
+
+def check_aggregate_loss_arguments(per_token_loss, mask):
+    """``(per_token_loss, mask, dtype)``: the losses (N, T) in float64 and a same-shape bool mask
+    (mode and max_len are checked by :func:`aggregation_weights`)."""
+    lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
+                               shape_doc=" of shape (N, T)")
+    m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)")
+    return lt.astype(working_dtype(dtype)), m, dtype
 
 
 def aggregation_weights(mask, mode, *, max_len=None):
@@ -69,24 +90,15 @@ def aggregation_weights(mask, mode, *, max_len=None):
     array([[0.125, 0.125, 0.   , 0.   ],
            [0.125, 0.125, 0.125, 0.125]])
     """
-    m = as_mask("mask", mask, np.shape(mask) if mask is not None else ())
-    if m.ndim != 2:
-        raise ValueError(f"mask: expected a 2-D (N, T) array of 0/1 or bools, got {describe(m)}")
-    mode = check_choice("mode", mode, AGGREGATIONS)
-    N, T = m.shape
-    if max_len is not None and mode != "dr_grpo":
-        raise ValueError(f"max_len: expected None with mode {mode!r} (only 'dr_grpo' divides by "
-                         f"it), got {max_len!r}")
-    lengths = valid_lengths(m)                                    # (N,)
+    m, lengths, mode, max_len = check_aggregation_weights_arguments(mask, mode, max_len)
+    N, T = m.shape                                                 # lengths: (N,) L_i
     if mode == "grpo":
-        per_token = 1.0 / (N * lengths[:, None])                   # (N, 1)
+        per_token = 1.0 / (N * lengths[:, None])                   # (N, 1) 1 / (N L_i)
     elif mode in ("bnpo", "dapo"):
-        per_token = 1.0 / lengths.sum()
+        per_token = 1.0 / lengths.sum()                            # 1 / sum_j L_j
     else:  # dr_grpo
-        max_len = T if max_len is None else check_int(
-            "max_len", max_len, minimum=T, why=f" (at least T = {T}, the padded length)")
-        per_token = 1.0 / (N * max_len)
-    return np.where(m, per_token, 0.0)                             # (N, T)
+        per_token = 1.0 / (N * max_len)                            # a constant
+    return np.where(m, per_token, 0.0)                             # (N, T), 0 on padding
 
 
 def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
@@ -119,9 +131,6 @@ def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
     >>> [float(gl.aggregate_loss(loss, mask, m)) for m in ("grpo", "dapo", "dr_grpo")]
     [0.5, 0.25, 0.16666666666666666]
     """
-    lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
-                               shape_doc=" of shape (N, T)")
-    m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)")
+    lt, m, dtype = check_aggregate_loss_arguments(per_token_loss, mask)   # (N, T) float64, bool
     w = aggregation_weights(m, mode, max_len=max_len)              # (N, T)
-    total = (w * lt.astype(working_dtype(dtype))).sum()
-    return cast_result("per_token_loss", "aggregated loss", total, dtype)[()]
+    return cast_result("per_token_loss", "aggregated loss", (w * lt).sum(), dtype)[()]

@@ -7,10 +7,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.validate import (as_float_array, cast_result, check_real, check_shape, common_dtype, describe,
-                      working_dtype)
+from grpo_lab.numerics.validate import (as_float_array, cast_result, check_real, check_shape,
+                                        common_dtype, describe, working_dtype)
 
-__all__ = ["gae"]
+__all__ = ["check_gae_arguments", "gae"]
+
+
+def check_gae_arguments(rewards, values, gamma, lam):
+    """``(rewards, values, gamma, lam, dtype)`` for :func:`gae`: rewards (T,) or (N, T) and
+    values with one more step, both in float64, and the outputs' dtype."""
+    r, r_dtype = as_float_array("rewards", rewards, shape_doc=" of shape (T,) or (N, T)")
+    if r.ndim not in (1, 2):
+        raise ValueError(f"rewards: expected a 1-D (T,) or 2-D (N, T) array, got {describe(r)}")
+    v, v_dtype = as_float_array("values", values, shape_doc=" of shape (T+1,) or (N, T+1)")
+    check_shape("values", v, r.shape[:-1] + (r.shape[-1] + 1,),
+                " (the rewards' shape with one more step on the last axis: V(s_0) .. V(s_T), "
+                "the last one the bootstrap value)")
+    gamma = check_real("gamma", gamma, minimum=0.0, maximum=1.0)
+    lam = check_real("lam", lam, minimum=0.0, maximum=1.0)
+    out_dtype = common_dtype(r_dtype, v_dtype)
+    work = working_dtype(out_dtype)
+    return r.astype(work), v.astype(work), gamma, lam, out_dtype            # copies
 
 
 def gae(rewards, values, gamma=1.0, lam=1.0):
@@ -65,21 +82,8 @@ def gae(rewards, values, gamma=1.0, lam=1.0):
     >>> gl.gae([0, 0, 1], [0.5, 0.5, 0.5, 0.0], lam=0.5)[0]  # in between: 0.5 decays back by gamma*lam
     array([0.125, 0.25 , 0.5  ])
     """
-    r, r_dtype = as_float_array("rewards", rewards, shape_doc=" of shape (T,) or (N, T)")
-    if r.ndim not in (1, 2):
-        raise ValueError(f"rewards: expected a 1-D (T,) or 2-D (N, T) array, got {describe(r)}")
-    v, v_dtype = as_float_array("values", values, shape_doc=" of shape (T+1,) or (N, T+1)")
-    check_shape("values", v, r.shape[:-1] + (r.shape[-1] + 1,),
-                " (the rewards' shape with one more step on the last axis: V(s_0) .. V(s_T), "
-                "the last one the bootstrap value)")
-    gamma = check_real("gamma", gamma, minimum=0.0, maximum=1.0)
-    lam = check_real("lam", lam, minimum=0.0, maximum=1.0)
-    out_dtype = common_dtype(r_dtype, v_dtype)
-
-    work = working_dtype(out_dtype)
-    r = r.astype(work)                                   # (N, T) or (T,), a copy
-    v = v.astype(work)                                   # (N, T+1) or (T+1,)
-    T = r.shape[-1]
+    r, v, gamma, lam, out_dtype = check_gae_arguments(rewards, values, gamma, lam)
+    T = r.shape[-1]                                      # r (N, T) or (T,); v one step longer
 
     # The next two lines are GAE-lambda: the TD errors, then their (gamma*lam)-discounted
     # sum from each step to the end, accumulated backwards.

@@ -39,47 +39,49 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.validate import as_float_array, check_real, describe, working_dtype
+from grpo_lab.numerics.stable import k3_from_log_ratio, log_ratio
+from grpo_lab.numerics.validate import (as_float_array, check_real, common_dtype, describe,
+                                        working_dtype)
 
-__all__ = ["kl_k1", "kl_k2", "kl_k3"]
+__all__ = ["cast_kl_estimate", "check_kl_arguments", "check_kl_shapes", "kl_k1", "kl_k2", "kl_k3"]
 
 _SHAPE_DOC = " of per-token log-probs, shape (..., T)"
-# Below this |d|, k3 is summed as a series: expm1(-d) + d would lose -log2(|d|) bits.
-_K3_SERIES_BELOW = 0.1
-_K3_SERIES_TERMS = 13   # terms up to d^13/13!: truncation < 1e-20 relative for |d| < 0.1
 
 
-def _result_dtype(a: np.dtype, b: np.dtype) -> np.dtype:
-    """The output dtype for two float inputs: the wider one (float32 if neither holds the other)."""
-    try:
-        return np.promote_types(a, b)
-    except TypeError:  # bfloat16 with float16: no NumPy common type; float32 holds both exactly
-        return np.dtype(np.float32)
+def check_kl_shapes(logp_shape, ref_shape) -> None:
+    """Both log-prob arrays (or tensors) at least 1-D and of one shape (backend-neutral)."""
+    if len(logp_shape) == 0:
+        raise ValueError(f"logp: expected an array with at least 1 dimension{_SHAPE_DOC}, got "
+                         f"a 0-D array of shape ()")
+    if tuple(logp_shape) != tuple(ref_shape):
+        raise ValueError(f"ref_logp: expected the shape of logp, {tuple(logp_shape)} (no "
+                         f"broadcasting), got shape {tuple(ref_shape)}")
 
 
-def _log_ratio(logp, ref_logp) -> tuple[np.ndarray, np.dtype]:
-    """Validate the pair and return ``(d, out_dtype)``, d = logp - ref_logp in working precision."""
+def check_kl_arguments(logp, ref_logp, clamp):
+    """``(logp, ref_logp, out_dtype, clamp)``: the log-probs in float64 (copies), the dtype to
+    return (the wider input's; float32 for bfloat16 with float16) and ``clamp`` (None or > 0)."""
     a, a_dtype = as_float_array("logp", logp, shape_doc=_SHAPE_DOC)
     b, b_dtype = as_float_array("ref_logp", ref_logp, shape_doc=_SHAPE_DOC)
     if a.ndim == 0:
         raise ValueError(
             f"logp: expected an array with at least 1 dimension{_SHAPE_DOC}, got {describe(a)}")
-    if a.shape != b.shape:
-        raise ValueError(
-            f"ref_logp: expected the shape of logp, {a.shape} (no broadcasting), "
-            f"got shape {b.shape}")
-    out_dtype = _result_dtype(a_dtype, b_dtype)
-    work = working_dtype(out_dtype)
-    with np.errstate(over="ignore"):  # only for |values| near the float64 limit; checked on output
-        d = a.astype(work) - b.astype(work)        # (..., T), copies: inputs stay untouched
-    return d, out_dtype
-
-
-def _finish(name: str, k: np.ndarray, out_dtype: np.dtype, clamp) -> np.ndarray:
-    """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite."""
+    check_kl_shapes(a.shape, b.shape)
     if clamp is not None:
-        c = check_real("clamp", clamp, minimum=0.0, allow_equal=False)
-        k = np.clip(k, -c, c)
+        clamp = check_real("clamp", clamp, minimum=0.0, allow_equal=False)
+    out_dtype = common_dtype(a_dtype, b_dtype)
+    work = working_dtype(out_dtype)
+    return a.astype(work), b.astype(work), out_dtype, clamp
+
+
+def cast_kl_estimate(name: str, k: np.ndarray, out_dtype, clamp) -> np.ndarray:
+    """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite.
+
+    An estimate past the output's range (``e^r`` for ``r > 88.7`` in float32) is a
+    ``ValueError`` that says what to do, never an inf or a NaN.
+    """
+    if clamp is not None:
+        k = np.clip(k, -clamp, clamp)
     with np.errstate(over="ignore", invalid="ignore"):
         out = k.astype(out_dtype)
     if not np.all(np.isfinite(out.astype(np.float64))):
@@ -120,8 +122,9 @@ def kl_k1(logp, ref_logp, *, clamp=None):
     >>> gl.kl_k1(np.log([0.5, 0.25]), np.log([0.25, 0.5])).round(4)   # +log 2, -log 2
     array([ 0.6931, -0.6931])
     """
-    d, out_dtype = _log_ratio(logp, ref_logp)
-    return _finish("k1", d, out_dtype, clamp)
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
+    k = log_ratio(lp, ref)                                         # (..., T) d = logp - ref_logp
+    return cast_kl_estimate("k1", k, out_dtype, clamp)
 
 
 def kl_k2(logp, ref_logp, *, clamp=None):
@@ -136,19 +139,11 @@ def kl_k2(logp, ref_logp, *, clamp=None):
     >>> gl.kl_k2(np.log([0.5, 0.25]), np.log([0.25, 0.5])).round(4)   # (log 2)^2 / 2 twice
     array([0.2402, 0.2402])
     """
-    d, out_dtype = _log_ratio(logp, ref_logp)
-    with np.errstate(over="ignore"):  # a square past float64's range is refused by _finish
-        k = 0.5 * d * d
-    return _finish("k2", k, out_dtype, clamp)
-
-
-def _k3_series(d: np.ndarray) -> np.ndarray:
-    """e^{-d} + d - 1 = d^2/2! - d^3/3! + d^4/4! - ... in Horner form, for small |d|."""
-    r = -d                                           # k3 = e^r - r - 1 with r = ref_logp - logp
-    acc = np.ones_like(r)
-    for n in range(_K3_SERIES_TERMS, 2, -1):         # 1 + r/3 (1 + r/4 (1 + ... (1 + r/13)))
-        acc = 1.0 + acc * r / n
-    return 0.5 * r * r * acc
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
+    d = log_ratio(lp, ref)                                         # (..., T) logp - ref_logp
+    with np.errstate(over="ignore"):       # a square past float64's range: refused just below
+        k = 0.5 * d * d                                            # (..., T)
+    return cast_kl_estimate("k2", k, out_dtype, clamp)
 
 
 def kl_k3(logp, ref_logp, *, clamp=None):
@@ -163,8 +158,9 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     only like ``|r|`` the other way. Used as a loss term its expected gradient is that of
     KL(pi_ref || pi_theta), the *other* direction (chapter 3).
 
-    Computed as ``expm1(r) - r`` (series for ``|r| < 0.1``) in float64; see the module
-    docstring for overflow and ``clamp``.
+    Computed by :func:`grpo_lab.k3_from_log_ratio` as ``expm1(r) - r`` (the series
+    :func:`grpo_lab.k3_series` for ``|r| < 0.1``) in float64; see the module docstring for
+    overflow and ``clamp``.
 
     >>> import numpy as np, grpo_lab as gl
     >>> gl.kl_k3(np.log([0.5, 0.25]), np.log([0.25, 0.5])).round(4)   # 0.5+log2-1, 2-log2-1
@@ -174,13 +170,6 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     >>> gl.kl_k3([-800.0], [0.0], clamp=10.0)   # e^800 overflows float64: clipped to 10
     array([10.])
     """
-    d, out_dtype = _log_ratio(logp, ref_logp)
-    r = -d                                           # (..., T) log(pi_ref / pi_theta)
-    # exp(r) is inf from r = log(max float) on, so the result is inf (refused or clipped by
-    # _finish) either way; capping r there keeps it from being inf - inf = NaN for r = inf.
-    r = np.minimum(r, np.log(np.finfo(r.dtype).max) + 1.0)
-    with np.errstate(over="ignore"):
-        k = np.expm1(r) - r                          # (..., T) accurate for |r| >= 0.1
-    small = np.abs(r) < _K3_SERIES_BELOW             # (..., T) where expm1(r) - r cancels
-    k[small] = _k3_series(d[small])
-    return _finish("k3", k, out_dtype, clamp)
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
+    k = k3_from_log_ratio(log_ratio(lp, ref))      # (..., T) e^{-d} + d - 1, d = logp - ref_logp
+    return cast_kl_estimate("k3", k, out_dtype, clamp)

@@ -23,7 +23,8 @@ an early step is credited with what followed it, a late step only with itself.
 * :func:`process_advantages`: the per-step advantages :math:`\hat A_{i,j}` (every token of step j
   gets :math:`\hat A_{i,j}`);
 * :func:`steps_to_tokens`: spread per-step values over the tokens of each step, giving the
-  (N, T) array and mask that the loss functions of :mod:`grpo_lab.core.losses` take.
+  (N, T) array and mask that the losses of :mod:`grpo_lab.core.surrogate` and
+  :mod:`grpo_lab.core.loss` take.
 
 With one step per completion (K = 1) process supervision *is* outcome supervision:
 ``process_advantages(r[..., None], mask)[..., 0] == group_advantages(r)`` (tested).
@@ -33,15 +34,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.validate import (as_counts, as_float_array, as_mask, cast_result, check_int, check_real,
-                      working_dtype)
+from grpo_lab.numerics.stable import (centred_deviations, divide_or_zero, power_of_two_rescale,
+                                      scale_by_power_of_two, std_from_deviations)
+from grpo_lab.numerics.validate import (as_counts, as_float_array, as_mask, cast_result, check_int,
+                                        check_real, working_dtype)
 
-__all__ = ["process_advantages", "steps_to_tokens"]
+__all__ = ["check_process_advantages_arguments", "check_step_mask",
+           "check_steps_to_tokens_arguments", "process_advantages", "steps_to_tokens"]
 
 _STEPS_DOC = " of shape (B, G, K): B prompts, G completions, K steps at most"
 
 
-def _check_step_mask(m: np.ndarray) -> None:
+def check_step_mask(m: np.ndarray) -> None:
     """Every completion has at least one step, and its steps come first, padding after."""
     n_steps = m.sum(axis=-1)                                       # (B, G)
     if np.any(n_steps == 0):
@@ -56,6 +60,40 @@ def _check_step_mask(m: np.ndarray) -> None:
             f"step_mask: expected each completion's steps first and padding after (a prefix of "
             f"1s), got a step at index {j + 1} after padding at index {j} (prompt {b}, "
             f"completion {i}); the 'later steps' of a completion must be the ones after it")
+
+
+def check_process_advantages_arguments(step_rewards, step_mask, eps, ddof):
+    """``(step_rewards, step_mask, dtype, eps, ddof)`` for :func:`process_advantages`: the
+    rewards (B, G, K) in float64, a bool mask whose steps come first, and the options."""
+    r, out_dtype = as_float_array("step_rewards", step_rewards, ndim=3, shape_doc=_STEPS_DOC)
+    m = as_mask("step_mask", step_mask, r.shape, " (the shape of step_rewards)")
+    check_step_mask(m)
+    eps = check_real("eps", eps, minimum=0.0)
+    B, G, K = r.shape
+    fewest = int(m.reshape(B, G * K).sum(axis=-1).min())           # steps in the smallest group
+    ddof = check_int("ddof", ddof, minimum=0, maximum=fewest - 1,
+                     why=f" so that every group's step count - ddof > 0 (the smallest group "
+                         f"has {fewest} step(s))")
+    return r.astype(working_dtype(out_dtype)), m, out_dtype, eps, ddof
+
+
+def check_steps_to_tokens_arguments(step_values, step_lengths, max_len):
+    """``(step_values, step_lengths, T, dtype)`` for :func:`steps_to_tokens`: every completion
+    has a token, and ``T`` (``max_len``, default the longest completion) holds the longest."""
+    v, out_dtype = as_float_array("step_values", step_values, ndim=3, shape_doc=_STEPS_DOC)
+    lengths = as_counts("step_lengths", step_lengths, v.shape, " (the shape of step_values)")
+    B, G, K = v.shape
+    totals = lengths.reshape(B * G, K).sum(axis=-1)                # (N,) tokens per completion
+    if np.any(totals == 0):
+        row = int(np.flatnonzero(totals == 0)[0])
+        raise ValueError(
+            f"step_lengths: expected at least one token in every completion, got 0 for "
+            f"completion {row % G} of prompt {row // G} (row {row})")
+    longest = int(totals.max())
+    T = longest if max_len is None else check_int(
+        "max_len", max_len, minimum=longest,
+        why=f" (at least the longest completion, {longest} tokens)")
+    return v, lengths, T, out_dtype
 
 
 def process_advantages(step_rewards, step_mask, eps=1e-8, *, ddof=0):
@@ -99,38 +137,22 @@ def process_advantages(step_rewards, step_mask, eps=1e-8, *, ddof=0):
     array([[[ 1.4142,  0.7071,  0.    ],
             [-1.4142,  0.    ,  0.    ]]])
     """
-    r, out_dtype = as_float_array("step_rewards", step_rewards, ndim=3, shape_doc=_STEPS_DOC)
-    m = as_mask("step_mask", step_mask, r.shape, " (the shape of step_rewards)")
-    _check_step_mask(m)
-    eps = check_real("eps", eps, minimum=0.0)
+    r, m, out_dtype, eps, ddof = check_process_advantages_arguments(step_rewards, step_mask,
+                                                                    eps, ddof)
     B, G, K = r.shape
-    n = m.reshape(B, G * K).sum(axis=-1, keepdims=True)            # (B, 1) steps per group
-    fewest = int(n.min())
-    ddof = check_int("ddof", ddof, minimum=0, maximum=fewest - 1,
-                     why=f" so that every group's step count - ddof > 0 (the smallest group "
-                         f"has {fewest} step(s))")
+    R = m.reshape(B, G * K)                                        # (B, G*K) the set R per group
+    # Divide by 2**k near max |r| over the real steps (exact), so no square overflows.
+    x, k = power_of_two_rescale(np.where(R, r.reshape(B, G * K), 0.0))   # (B, G*K), padding 0
 
-    mf = m.reshape(B, G * K)                                       # (B, G*K)
-    x = np.where(mf, r.astype(working_dtype(out_dtype)).reshape(B, G * K), 0.0)  # padding -> 0
-    # Divide by a power of two near max |r| over the real steps (exact), so no square overflows.
-    _, k = np.frexp(np.abs(x).max())
-    x = np.ldexp(x, -k)
-
-    # The next four lines are the normalisation over R, about the group's first real step.
-    first = x[np.arange(B), mf.argmax(axis=-1)][:, None]           # (B, 1)
-    y = np.where(mf, x - first, 0.0)                               # (B, G*K), padding -> 0
-    dev = np.where(mf, y - y.sum(axis=-1, keepdims=True) / n, 0.0)  # r - mean(R), per group
-    std = np.sqrt((dev * dev).sum(axis=-1, keepdims=True) / (n - ddof))   # (B, 1)
-    with np.errstate(over="ignore"):   # eps / 2**k overflows only for subnormal rewards: A = 0
-        denom = std + np.ldexp(eps, -k)
-    r_norm = np.divide(dev, denom, out=np.zeros_like(dev), where=denom > 0)
-    r_norm = r_norm.reshape(B, G, K)                               # (B, G, K) normalised
+    # The normalisation over R: (r - mean(R)) / (std(R) + eps), about each group's first step.
+    dev = centred_deviations(x, mask=R)                            # (B, G*K), 0 on padding
+    std = std_from_deviations(dev, ddof, count=R.sum(axis=-1, keepdims=True))   # (B, 1)
+    r_norm = divide_or_zero(dev, std + scale_by_power_of_two(eps, -k)).reshape(B, G, K)
 
     # Each step's advantage: the sum of its own and the later steps' normalised rewards
     # (a reversed cumulative sum; padded steps are 0 and add nothing).
     adv = np.flip(np.cumsum(np.flip(r_norm, axis=-1), axis=-1), axis=-1)   # (B, G, K)
-    adv = np.where(m, adv, 0.0)
-    return cast_result("step_rewards", "process advantages", adv, out_dtype)
+    return cast_result("step_rewards", "process advantages", np.where(m, adv, 0.0), out_dtype)
 
 
 def steps_to_tokens(step_values, step_lengths, *, max_len=None):
@@ -159,21 +181,11 @@ def steps_to_tokens(step_values, step_lengths, *, max_len=None):
     >>> mask.sum(axis=1)
     array([4, 2])
     """
-    v, out_dtype = as_float_array("step_values", step_values, ndim=3, shape_doc=_STEPS_DOC)
-    lengths = as_counts("step_lengths", step_lengths, v.shape, " (the shape of step_values)")
+    v, lengths, T, out_dtype = check_steps_to_tokens_arguments(step_values, step_lengths,
+                                                               max_len)
     B, G, K = v.shape
     N = B * G
-    totals = lengths.reshape(N, K).sum(axis=-1)                    # (N,) tokens per completion
-    if np.any(totals == 0):
-        row = int(np.flatnonzero(totals == 0)[0])
-        raise ValueError(
-            f"step_lengths: expected at least one token in every completion, got 0 for "
-            f"completion {row % G} of prompt {row // G} (row {row})")
-    longest = int(totals.max())
-    T = longest if max_len is None else check_int(
-        "max_len", max_len, minimum=longest,
-        why=f" (at least the longest completion, {longest} tokens)")
-
+    totals = lengths.reshape(N, K).sum(axis=-1)                       # (N,) tokens per completion
     per_token = np.repeat(v.reshape(N * K), lengths.reshape(N * K))   # (sum of lengths,)
     mask = np.arange(T)[None, :] < totals[:, None]                    # (N, T)
     values = np.zeros((N, T), dtype=out_dtype)

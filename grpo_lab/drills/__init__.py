@@ -1,47 +1,48 @@
-"""Checkers for the implement-it drills: they run the reader's function on worked and edge
-cases and say, like a good interviewer, what exactly is wrong.
+"""Checkers for the implement-it drills: they run the reader's function on worked and edge cases
+and say, like a good interviewer, what exactly is wrong.
 
 Each ``gl.drills.check_<name>(fn)`` prints one short verdict, ``PASS: ...`` or
 ``NOT YET: ...``, and returns True or False. It never raises because of the reader's code: an
 exception, a modified input, a wrong shape or a ``None`` is the verdict, not a traceback.
-``verbose=False`` only returns the answer.
+``verbose=False`` only returns the answer. One module per chapter (``ch01_advantages`` ...),
+and :mod:`grpo_lab.drills.harness`, what they all do the same way.
 
-===================================  ===========  ==========================================
-checker                              chapter      the reader writes
-===================================  ===========  ==========================================
-``check_group_advantages(fn)``       1            ``fn(rewards) -> adv``, (B, G) -> (B, G)
-``check_gae(fn)``                    2            ``fn(rewards, values, gamma, lam) -> adv``
-``check_clipped_surrogate(fn)``      2            ``fn(logp, old_logp, adv, eps=0.2) -> loss``
-``check_aggregate_loss(fn)``         2            ``fn(per_token_loss, mask, mode,
-                                                  max_len=None) -> scalar``
-``check_kl_k3(fn)``                  3            ``fn(logp, ref_logp) -> k3`` per token
-``check_k3_loss_gradient(fn)``       3            ``fn(logits, ref_logits) -> grad``, (V,)
-``check_log_softmax(fn)``            4            ``fn(logits) -> logp`` (float16 / bfloat16)
-``check_sequence_logprob_sum(fn)``   4            ``fn(logp, mask) -> (N,)`` sums
-``check_format_reward(fn)``          5            ``fn(completion) -> 1.0 or 0.0``
-``check_blocked_advantages(fn)``     7            ``fn(rewards, block_rows) -> adv``, in
-                                                  blocks, float32 out, small peak memory
-``check_surrogate_grad(fn)``         7            ``fn(ratio, adv, eps_low, eps_high) ->
-                                                  d loss / d logp`` per token
-``check_process_advantages(fn)``     8            ``fn(step_rewards, step_mask) -> adv``
-===================================  ===========  ==========================================
+===================================  =======  ==================================================
+checker                              chapter  the reader writes
+===================================  =======  ==================================================
+``check_group_advantages(fn)``       1        ``fn(rewards) -> adv``, (B, G) -> (B, G)
+``check_gae(fn)``                    2        ``fn(rewards, values, gamma, lam) -> adv``
+``check_clipped_surrogate(fn)``      2        ``fn(logp, old_logp, adv, eps=0.2) -> loss``
+``check_aggregate_loss(fn)``         2        ``fn(per_token_loss, mask, mode,
+                                              max_len=None) -> scalar``
+``check_kl_k3(fn)``                  3        ``fn(logp, ref_logp) -> k3`` per token
+``check_k3_loss_gradient(fn)``       3        ``fn(logits, ref_logits) -> grad``, (V,)
+``check_log_softmax(fn)``            4        ``fn(logits) -> logp`` (float16 / bfloat16)
+``check_sequence_logprob_sum(fn)``   4        ``fn(logp, mask) -> (N,)`` sums
+``check_format_reward(fn)``          5        ``fn(completion) -> 1.0 or 0.0``
+``check_grpo_loss(fn)``              6        ``fn(logp, old_logp, ref_logp, adv, mask, eps,
+                                              beta) -> loss``, torch, with its gradient
+``check_blocked_advantages(fn)``     7        ``fn(rewards, block_rows) -> adv``, in blocks,
+                                              float32 out, small peak memory
+``check_surrogate_grad(fn)``         7        ``fn(ratio, adv, eps_low, eps_high) ->
+                                              d loss / d logp`` per token
+``check_process_advantages(fn)``     8        ``fn(step_rewards, step_mask) -> adv``
+===================================  =======  ==================================================
 
-Every checker is proven on :mod:`grpo_lab.drills.catalogue`: realistic wrong implementations
-that it must reject with the right hint, and references it must accept (tests/test_drills*.py).
-The drill chapter (``chapters/09_interview_drills.ipynb``) collects the drills.
+Every checker is proven on realistic wrong implementations that it must reject with the right
+hint, and on right ones it must accept: ``tests/drills/catalogue/`` in the repository (the
+wrong answers are not installed with the package). The drill chapter
+(``chapters/09_interview_drills.ipynb``) collects the drills.
 """
 
 from grpo_lab.drills.ch01_advantages import check_group_advantages
-from grpo_lab.drills.ch02_aggregation import check_aggregate_loss
-from grpo_lab.drills.ch02_gae import check_gae
+from grpo_lab.drills.ch02_ppo import check_aggregate_loss, check_clipped_surrogate, check_gae
 from grpo_lab.drills.ch03_kl import check_k3_loss_gradient, check_kl_k3
-from grpo_lab.drills.ch07_performance import check_blocked_advantages, check_surrogate_grad
 from grpo_lab.drills.ch04_precision import check_log_softmax, check_sequence_logprob_sum
-from grpo_lab.drills.ch08_process import check_process_advantages
 from grpo_lab.drills.ch05_rewards import check_format_reward
-from grpo_lab.drills.ch02_surrogate import check_clipped_surrogate
-
-
+from grpo_lab.drills.ch06_training import check_grpo_loss
+from grpo_lab.drills.ch07_performance import check_blocked_advantages, check_surrogate_grad
+from grpo_lab.drills.ch08_process import check_process_advantages
 
 __all__ = [
     "check_group_advantages",                                                     # ch. 1
@@ -49,6 +50,7 @@ __all__ = [
     "check_k3_loss_gradient", "check_kl_k3",                                      # ch. 3
     "check_log_softmax", "check_sequence_logprob_sum",                            # ch. 4
     "check_format_reward",                                                        # ch. 5
+    "check_grpo_loss",                                                            # ch. 6
     "check_blocked_advantages", "check_surrogate_grad",                           # ch. 7
     "check_process_advantages",                                                   # ch. 8
 ]

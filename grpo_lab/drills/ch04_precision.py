@@ -13,16 +13,16 @@ import math
 import ml_dtypes
 import numpy as np
 
-from grpo_lab.drills._harness import call, verdict as _verdict
+from grpo_lab.drills.harness import call, named_mistake, verdict
 
 __all__ = ["check_log_softmax", "check_sequence_logprob_sum"]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def _call(fn, *arrays):
+def _call(fn, *arrays, **where_and_shape):
     """The reader's function on copies in their own (low-precision) dtype."""
-    return call(fn, *arrays, dtype=None, returns="the array")
+    return call(fn, *arrays, dtype=None, **where_and_shape)
 
 
 def _reference_log_softmax(z):
@@ -36,34 +36,32 @@ def check_log_softmax(fn, *, verbose=True) -> bool:
     The drill: shift by the row max (no exp overflows), accumulate the sum of exponentials
     in float32 or wider, and return float32 or wider.
     """
-    say = _verdict(verbose, fn)
+    say = verdict(verbose, fn)
 
     # 1. the worked example, with the usual mix-ups named
     z = np.log([[1.0, 1.0, 2.0], [1.0, 3.0, 4.0]])                 # (2, V=3), float64
     want = _reference_log_softmax(z)                               # log(1/4, 1/4, 1/2), ...
-    out, problem = _call(fn, z)
+    out, problem = _call(fn, z, where="the worked example", shape=z.shape,
+                         shape_hint="; log-probs have the logits' shape")
     if problem:
-        return say(False, f"on the worked example your function {problem}")
-    if out.shape != z.shape:
-        return say(False, f"on logits of shape {z.shape} it returned shape {out.shape}; "
-                          "log-probs have the logits' shape")
+        return say(False, problem)
     out = out.astype(np.float64)
     if not np.allclose(out, want, atol=1e-6):
-        if np.allclose(out, np.exp(want), atol=1e-6):
-            hint = "those are probabilities (softmax); take their log, or z - logsumexp(z)"
-        elif np.allclose(out, z - np.log(np.exp(z).sum(0, keepdims=True)), atol=1e-6):
-            hint = "you normalised over axis 0; the vocabulary is the last axis (axis=-1)"
-        elif np.allclose(out, z - z.max(-1, keepdims=True), atol=1e-6):
-            hint = "you subtracted the max but not log(sum(exp(z - max)))"
-        else:
-            hint = f"row 0 should be {np.round(want[0], 4).tolist()}"
+        hint = named_mistake(out, {
+            "those are probabilities (softmax); take their log, or z - logsumexp(z)":
+                np.exp(want),
+            "you normalised over axis 0; the vocabulary is the last axis (axis=-1)":
+                z - np.log(np.exp(z).sum(0, keepdims=True)),
+            "you subtracted the max but not log(sum(exp(z - max)))": z - z.max(-1, keepdims=True),
+        }, rtol=1e-5, atol=1e-6)
+        hint = hint or f"row 0 should be {np.round(want[0], 4).tolist()}"
         return say(False, f"on the worked example the log-probs are wrong: {hint}")
 
     # 2. float16 logits past exp's range: the max shift
     z16 = np.array([[0.0, 5.0, 12.0]], dtype=np.float16)           # exp(12) > 65504
-    out, problem = _call(fn, z16)
+    out, problem = _call(fn, z16, where="float16 logits", shape=z16.shape)
     if problem:
-        return say(False, f"on float16 logits your function {problem}")
+        return say(False, problem)
     if not np.isfinite(out.astype(np.float64)).all():
         return say(False, "float16 logits [0, 5, 12] gave inf or NaN: exp(12) = 162755 is "
                           "beyond float16's 65504. Subtract the row max before exp")
@@ -72,9 +70,9 @@ def check_log_softmax(fn, *, verbose=True) -> bool:
     rng = np.random.default_rng(0)
     zb = rng.normal(scale=0.5, size=(2, 32_000)).astype(BF16)      # a flat distribution
     want = _reference_log_softmax(zb)
-    out, problem = _call(fn, zb)
+    out, problem = _call(fn, zb, where="bfloat16 logits", shape=zb.shape)
     if problem:
-        return say(False, f"on bfloat16 logits your function {problem}")
+        return say(False, problem)
     if out.dtype in (np.dtype(np.float16), BF16):
         err = np.abs(out.astype(np.float64) - want).max()
         return say(False, f"the log-probs come back in {out.dtype}, off by up to {err:.3f} "
@@ -96,17 +94,15 @@ def check_sequence_logprob_sum(fn, *, verbose=True) -> bool:
     The drill: padding (mask 0) never enters, the sum runs along the last axis, it is
     accumulated in float32 or wider, and the result is returned in float32 or wider.
     """
-    say = _verdict(verbose, fn)
+    say = verdict(verbose, fn)
 
     # 1. the worked example: the padded token is -99
     logp = np.array([[-1.0, -2.0, -99.0], [-0.5, -0.5, -0.5]])
     mask = np.array([[1, 1, 0], [1, 1, 1]], dtype=bool)
-    out, problem = _call(fn, logp, mask)
+    out, problem = _call(fn, logp, mask, where="the worked example (logp of shape (2, 3))",
+                         shape=(2,), shape_hint=": one sum per sequence")
     if problem:
-        return say(False, f"on the worked example your function {problem}")
-    if out.shape != (2,):
-        return say(False, f"on logp of shape (2, 3) it returned shape {out.shape}; expected "
-                          "one sum per sequence, shape (2,)")
+        return say(False, problem)
     out = out.astype(np.float64)
     if np.allclose(out, [-102.0, -1.5]):
         return say(False, "the padded token (-99) was counted: multiply by the mask, or "
@@ -124,9 +120,9 @@ def check_sequence_logprob_sum(fn, *, verbose=True) -> bool:
     for dtype in (BF16, np.dtype(np.float16)):
         x = long.astype(dtype)
         exact = math.fsum(x.astype(np.float64).ravel())
-        out, problem = _call(fn, x, ones)
+        out, problem = _call(fn, x, ones, where=f"32768 {dtype} log-probs", shape=(1,))
         if problem:
-            return say(False, f"on 32768 {dtype} log-probs your function {problem}")
+            return say(False, problem)
         got = float(out.astype(np.float64).ravel()[0])
         if not math.isfinite(got):
             return say(False, f"32768 {dtype} log-probs summed to {got}: the sum ({exact:.0f}) "

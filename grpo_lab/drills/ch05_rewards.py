@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.drills._harness import call, verdict as _verdict
+from grpo_lab.drills.harness import call, verdict
 
 __all__ = ["FORMAT_CASES", "check_format_reward"]
 
 #: (what the case is, the completion, its reward, the hint when the reader's reward differs).
-#: The rewards are those of gl.format_reward (tests/test_drills_catalogue.py checks it).
+#: The rewards are those of gl.format_reward (tests/drills/test_checkers_against_catalogue.py
+#: checks it).
 FORMAT_CASES = (
     ("the worked example", "<think>7 + 5 = 12</think><answer>12</answer>", 1.0,
      "the R1 format is <think>...</think><answer>...</answer>"),
@@ -64,17 +65,15 @@ FORMAT_CASES = (
 
 def check_format_reward(fn, *, verbose=True) -> bool:
     """Check ``fn(completion) -> 1.0 or 0.0`` on FORMAT_CASES, the rewards of gl.format_reward."""
-    say = _verdict(verbose, fn)
+    say = verdict(verbose, fn)
     for name, text, expected, hint in FORMAT_CASES:
-        out, problem = call(fn, text, returns="1.0 or 0.0")
+        out, problem = call(fn, text, where=f"{name} ({text!r})", shape=(), returns="1.0 or 0.0",
+                            shape_hint="; a reward is one number per completion")
         if problem:
             never = ("; a reward returns 0.0 for text it does not like, it never raises on "
-                     "the policy's output") if problem.startswith("raised") else ""
-            return say(False, f"on {name} ({text!r}) your function {problem}{never}")
-        if out.size != 1:
-            return say(False, f"on {name} it returned shape {out.shape}; a reward is one "
-                              "number per completion")
-        got = float(out.reshape(()))
+                     "the policy's output") if " your function raised " in problem else ""
+            return say(False, problem + never)
+        got = float(out)
         if got not in (0.0, 1.0):
             return say(False, f"on {name} you gave {got:.4g}; a format reward is 1.0 or 0.0")
         if got != expected:

@@ -16,23 +16,73 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpo_lab.numerics.stable import logsumexp, masked_mean
 from grpo_lab.numerics.validate import as_float_array, as_mask, describe, working_dtype
 
-__all__ = ["log_softmax", "sequence_logprob_mean", "sequence_logprob_sum", "token_logprobs"]
+__all__ = ["at_least_float32", "check_logits", "check_sequence_logprob_arguments",
+           "check_token_logprobs_arguments", "log_softmax", "sequence_logprob_mean",
+           "sequence_logprob_sum", "token_logprobs"]
 
 
-def _at_least_float32(dtype: np.dtype) -> np.dtype:
-    """The dtype a low-precision result is returned in: float32, or the input's if wider."""
+def at_least_float32(dtype) -> np.dtype:
+    """The dtype a log-prob is returned in: float32, or the input's if wider (never float16 or
+    bfloat16: a bfloat16 log-prob near -5 is off by up to 0.016).
+
+    >>> import numpy as np
+    >>> at_least_float32(np.float16), at_least_float32(np.float64)
+    (dtype('float32'), dtype('float64'))
+    """
     dtype = np.dtype(dtype)
     if dtype.kind == "f" and dtype.itemsize >= 8:
         return dtype
     return np.dtype(np.float32)
 
 
-def _logsumexp(z: np.ndarray) -> np.ndarray:
-    """log(sum(exp(z))) over the last axis, shifted by the max so no exp overflows."""
-    m = z.max(axis=-1, keepdims=True)                          # (..., 1)
-    return m + np.log(np.exp(z - m).sum(axis=-1, keepdims=True))  # (..., 1), exp(.) <= 1
+def check_logits(logits, *, min_ndim=1, shape_doc=" of shape (..., V)"):
+    """``(logits, out_dtype)``: finite logits of at least ``min_ndim`` dimensions in float64 (a
+    copy) and the float32-or-wider dtype of the log-probs."""
+    arr, dtype = as_float_array("logits", logits, shape_doc=shape_doc)
+    if arr.ndim < min_ndim:
+        dims = "dimension" if min_ndim == 1 else "dimensions"
+        raise ValueError(f"logits: expected an array with at least {min_ndim} {dims}{shape_doc}, "
+                         f"got {describe(arr)}")
+    return arr.astype(working_dtype(dtype)), at_least_float32(dtype)
+
+
+def check_token_logprobs_arguments(logits, tokens):
+    """``(logits, tokens, out_dtype)`` for :func:`token_logprobs`: logits (..., T, V) in float64
+    and integer ids (..., T) in [0, V)."""
+    z, out_dtype = check_logits(logits, min_ndim=2, shape_doc=" of shape (..., T, V)")
+    tok = None if tokens is None or isinstance(tokens, (str, bytes)) else np.asarray(tokens)
+    if tok is None or tok.dtype.kind not in "iu":
+        got = describe(tokens) if tok is None else f"dtype {tok.dtype}"
+        raise TypeError(f"tokens: expected integer token ids of shape (..., T), got {got}")
+    if tok.shape != z.shape[:-1]:
+        raise ValueError(f"tokens: expected shape {z.shape[:-1]} (logits' shape without V, "
+                         f"no broadcasting), got {describe(tok)}")
+    V = z.shape[-1]
+    bad = (tok < 0) | (tok >= V)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"tokens: expected ids in [0, {V}) for a vocabulary of V = {V}, "
+                         f"got {int(tok[where])} at index {where}")
+    return z, tok.astype(np.intp), out_dtype
+
+
+def check_sequence_logprob_arguments(logp, mask, *, need_a_token=False):
+    """``(logp, mask, out_dtype)``: log-probs (..., T) in float64, a same-shape bool mask (with
+    a real token in every sequence if ``need_a_token``), the float32-or-wider result dtype."""
+    arr, dtype = as_float_array("logp", logp, shape_doc=" of shape (..., T)")
+    if arr.ndim == 0:
+        raise ValueError(f"logp: expected an array with at least 1 dimension of shape "
+                         f"(..., T), got {describe(arr)}")
+    keep = as_mask("mask", mask, arr.shape, " (the shape of logp)")   # (..., T) bool
+    count = keep.sum(axis=-1)
+    if need_a_token and (count == 0).any():
+        where = tuple(int(i) for i in np.argwhere(count == 0)[0])
+        raise ValueError(f"mask: expected at least one real token per sequence for a mean, "
+                         f"got none in sequence {where}")
+    return arr.astype(working_dtype(dtype)), keep, at_least_float32(dtype)
 
 
 def log_softmax(logits) -> np.ndarray:
@@ -65,12 +115,9 @@ def log_softmax(logits) -> np.ndarray:
     >>> gl.log_softmax(np.array([1000.0, 0.0], dtype=np.float16))    # no overflow, float32
     array([    0., -1000.], dtype=float32)
     """
-    arr, dtype = as_float_array("logits", logits, shape_doc=" of shape (..., V)")
-    if arr.ndim == 0:
-        raise ValueError(f"logits: expected an array with at least 1 dimension of shape "
-                         f"(..., V), got {describe(arr)}")
-    z = arr.astype(working_dtype(dtype))                      # (..., V), a wide copy
-    return (z - _logsumexp(z)).astype(_at_least_float32(dtype))
+    z, out_dtype = check_logits(logits)                     # (..., V) float64, a copy
+    shifted = z - z.max(axis=-1, keepdims=True)             # (..., V) <= 0, the max exactly 0
+    return (shifted - logsumexp(shifted)).astype(out_dtype)
 
 
 def token_logprobs(logits, tokens) -> np.ndarray:
@@ -98,36 +145,10 @@ def token_logprobs(logits, tokens) -> np.ndarray:
     >>> gl.token_logprobs(logits.astype(np.float16), [[1, 0]]).dtype  # float16 in, float32 out
     dtype('float32')
     """
-    arr, dtype = as_float_array("logits", logits, shape_doc=" of shape (..., T, V)")
-    if arr.ndim < 2:
-        raise ValueError(f"logits: expected an array with at least 2 dimensions of shape "
-                         f"(..., T, V), got {describe(arr)}")
-    tok = None if tokens is None or isinstance(tokens, (str, bytes)) else np.asarray(tokens)
-    if tok is None or tok.dtype.kind not in "iu":
-        got = describe(tokens) if tok is None else f"dtype {tok.dtype}"
-        raise TypeError(f"tokens: expected integer token ids of shape (..., T), got {got}")
-    if tok.shape != arr.shape[:-1]:
-        raise ValueError(f"tokens: expected shape {arr.shape[:-1]} (logits' shape without V, "
-                         f"no broadcasting), got {describe(tok)}")
-    V = arr.shape[-1]
-    bad = (tok < 0) | (tok >= V)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"tokens: expected ids in [0, {V}) for a vocabulary of V = {V}, "
-                         f"got {int(tok[where])} at index {where}")
-    z = arr.astype(working_dtype(dtype))                                   # (..., T, V)
-    picked = np.take_along_axis(z, tok[..., None].astype(np.intp), axis=-1)  # (..., T, 1)
-    return (picked - _logsumexp(z))[..., 0].astype(_at_least_float32(dtype))  # (..., T)
-
-
-def _masked_logp(logp, mask) -> tuple[np.ndarray, np.ndarray, np.dtype]:
-    arr, dtype = as_float_array("logp", logp, shape_doc=" of shape (..., T)")
-    if arr.ndim == 0:
-        raise ValueError(f"logp: expected an array with at least 1 dimension of shape "
-                         f"(..., T), got {describe(arr)}")
-    keep = as_mask("mask", mask, arr.shape, " (the shape of logp)")  # (..., T) bool
-    x = np.where(keep, arr.astype(working_dtype(dtype)), 0.0)   # (..., T), padding is 0
-    return x, keep, _at_least_float32(dtype)
+    z, tok, out_dtype = check_token_logprobs_arguments(logits, tokens)   # (..., T, V), (..., T)
+    shifted = z - z.max(axis=-1, keepdims=True)                          # (..., T, V) <= 0
+    picked = np.take_along_axis(shifted, tok[..., None], axis=-1)        # (..., T, 1)
+    return (picked - logsumexp(shifted))[..., 0].astype(out_dtype)       # (..., T)
 
 
 def sequence_logprob_sum(logp, mask) -> np.ndarray:
@@ -155,8 +176,8 @@ def sequence_logprob_sum(logp, mask) -> np.ndarray:
     >>> gl.sequence_logprob_sum(logp, [[1, 1, 0], [1, 1, 1]])      # the -99 is padding
     array([-3. , -1.5], dtype=float32)
     """
-    x, _, out = _masked_logp(logp, mask)
-    return x.sum(axis=-1).astype(out)                          # (...,)
+    x, keep, out_dtype = check_sequence_logprob_arguments(logp, mask)   # (..., T) float64
+    return np.where(keep, x, 0.0).sum(axis=-1).astype(out_dtype)        # (...,) padding is 0
 
 
 def sequence_logprob_mean(logp, mask) -> np.ndarray:
@@ -174,10 +195,5 @@ def sequence_logprob_mean(logp, mask) -> np.ndarray:
     >>> gl.sequence_logprob_mean([[-1.0, -2.0, -99.0]], [[1, 1, 0]])
     array([-1.5])
     """
-    x, keep, out = _masked_logp(logp, mask)
-    count = keep.sum(axis=-1)                                  # (...,) real tokens
-    if (count == 0).any():
-        where = tuple(int(i) for i in np.argwhere(count == 0)[0])
-        raise ValueError(f"mask: expected at least one real token per sequence for a mean, "
-                         f"got none in sequence {where}")
-    return (x.sum(axis=-1) / count).astype(out)                # (...,)
+    x, keep, out_dtype = check_sequence_logprob_arguments(logp, mask, need_a_token=True)
+    return masked_mean(x, keep, axis=-1).astype(out_dtype)              # (...,)

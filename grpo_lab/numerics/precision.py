@@ -19,8 +19,8 @@ number, with relative error at most ``u``.) This module has
 
 * ``round_trip`` and ``rounded_matmul``: simulate storing, and computing, in a low-precision
   dtype (bfloat16 through ``ml_dtypes``), so every pitfall can be measured on a CPU;
-* ``error_table``: a function's error at several dtypes against a float64 reference, the
-  table every section of chapter 4 prints.
+* ``error_table`` (in :mod:`grpo_lab.numerics.error_table`): a function's error at several
+  dtypes against a float64 reference, the table every section of chapter 4 prints.
 
 The log-prob functions that survive low precision (``log_softmax``, ``token_logprobs``,
 ``sequence_logprob_sum``, ``sequence_logprob_mean``) are in :mod:`grpo_lab.numerics.logprobs`.
@@ -28,23 +28,13 @@ The log-prob functions that survive low precision (``log_softmax``, ``token_logp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ml_dtypes
 import numpy as np
 
-from grpo_lab.numerics.validate import as_float_array, check_int, describe, is_float_dtype
+from grpo_lab.numerics.validate import as_float_array, check_int, describe
 
-__all__ = [
-    "DTYPES",
-    "ErrorRow",
-    "ErrorTable",
-    "as_dtype",
-    "error_table",
-    "round_trip",
-    "rounded_matmul",
-    "unit_roundoff",
-]
+__all__ = ["DTYPES", "as_dtype", "check_round_trip_arguments", "check_rounded_matmul_arguments",
+           "round_trip", "rounded_matmul", "unit_roundoff"]
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 _NAMED = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
@@ -97,10 +87,9 @@ def round_trip(x, dtype) -> np.ndarray:
     >>> gl.round_trip([1e-8, 0.1, 257.0], "bfloat16")   # 8 bits: 257 is not representable
     array([1.00117177e-08, 1.00097656e-01, 2.56000000e+02])
     """
-    d = as_dtype(dtype)
-    arr, _ = as_float_array("x", x)
+    x, d = check_round_trip_arguments(x, dtype)
     with np.errstate(over="ignore"):              # overflow to inf is what this shows
-        return arr.astype(d).astype(np.float64)
+        return x.astype(d).astype(np.float64)
 
 
 def rounded_matmul(a, b, dtype, *, splits=1) -> np.ndarray:
@@ -135,6 +124,27 @@ def rounded_matmul(a, b, dtype, *, splits=1) -> np.ndarray:
     >>> gl.rounded_matmul(a, b, "bfloat16"), gl.rounded_matmul(a, b, "bfloat16", splits=2)
     (array([[1.0078125]]), array([[1.]]))
     """
+    a_r, b_r, d, splits = check_rounded_matmul_arguments(a, b, dtype, splits)  # rounded to d
+    K = a_r.shape[1]
+    bounds = np.linspace(0, K, splits + 1).round().astype(int)   # chunk edges along K
+    out = None
+    with np.errstate(over="ignore"):              # a product beyond the dtype's range: inf
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            part = (a_r[:, lo:hi] @ b_r[lo:hi, :]).astype(d)   # (N, M), one wide chunk
+            out = part if out is None else (out + part).astype(d)  # added in dtype
+    return out.astype(np.float64)
+
+
+def check_round_trip_arguments(x, dtype):
+    """``(x, dtype)`` for :func:`round_trip`: a finite real array and one of ``DTYPES``."""
+    d = as_dtype(dtype)
+    arr, _ = as_float_array("x", x)
+    return arr, d
+
+
+def check_rounded_matmul_arguments(a, b, dtype, splits):
+    """``(a, b, dtype, splits)`` for :func:`rounded_matmul`: (N, K) and (K, M) rounded to
+    ``dtype`` (as float64 values that fit in it) and ``splits`` in [1, K]."""
     d = as_dtype(dtype)
     a_arr, _ = as_float_array("a", a, ndim=2, shape_doc=" of shape (N, K)")
     b_arr, _ = as_float_array("b", b, ndim=2, shape_doc=" of shape (K, M)")
@@ -147,165 +157,4 @@ def rounded_matmul(a, b, dtype, *, splits=1) -> np.ndarray:
     if not (np.isfinite(a_r).all() and np.isfinite(b_r).all()):
         raise ValueError(f"a, b: expected values that fit in {d}, got some beyond its "
                          f"largest finite value {float(ml_dtypes.finfo(d).max):.6g}")
-    bounds = np.linspace(0, K, splits + 1).round().astype(int)
-    out = None
-    with np.errstate(over="ignore"):              # a product beyond the dtype's range: inf
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            part = (a_r[:, lo:hi] @ b_r[lo:hi, :]).astype(d)   # (N, M), one wide chunk
-            out = part if out is None else (out + part).astype(d)  # added in dtype
-    return out.astype(np.float64)
-
-
-# --- measuring error across dtypes ---------------------------------------------------------
-
-@dataclass(frozen=True)
-class ErrorRow:
-    """One function at one dtype against the float64 reference.
-
-    ``max_abs`` is ``max |out - ref|``; ``rel`` is the normwise relative error
-    ``max |out - ref| / max |ref|`` (Higham's measure), ``in_u`` the same in units of the
-    dtype's unit roundoff. An output that is NaN or inf where the reference is finite counts
-    as an infinite error and is counted in ``nonfinite``. ``note`` says why a row has no
-    numbers (the function raised, or the input does not fit the dtype).
-    """
-
-    function: str
-    dtype: str
-    max_abs: float
-    rel: float
-    in_u: float
-    nonfinite: int
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class ErrorTable:
-    """The rows of :func:`error_table`; prints as a fixed-width table, indexes by name."""
-
-    rows: tuple
-
-    def __getitem__(self, key) -> ErrorRow:
-        function, dtype = key
-        name = as_dtype(dtype).name
-        for row in self.rows:
-            if row.function == function and row.dtype == name:
-                return row
-        raise KeyError(key)
-
-    def __str__(self) -> str:
-        width = max(8, *(len(r.function) for r in self.rows))
-        lines = [f"{'function':<{width}} | {'dtype':>8} | {'max abs err':>11} | "
-                 f"{'rel err':>9} | {'in u':>9} | {'nan/inf':>7} | note"]
-        for r in self.rows:
-            if r.note and not np.isfinite(r.max_abs) and r.nonfinite == 0:
-                nums = f"{'-':>11} | {'-':>9} | {'-':>9} | {'-':>7}"
-            else:
-                nums = (f"{_fmt(r.max_abs):>11} | {_fmt(r.rel):>9} | {_fmt(r.in_u):>9} | "
-                        f"{r.nonfinite:>7}")
-            lines.append(f"{r.function:<{width}} | {r.dtype:>8} | {nums} | {r.note}".rstrip())
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-
-def _fmt(x: float) -> str:
-    if x == 0:
-        return "0"
-    if not np.isfinite(x):
-        return "inf" if x > 0 else "nan"
-    return f"{x:.2e}"
-
-
-def _cast_args(args, kwargs, dtype):
-    """Round every float array argument to ``dtype``; ints, bools, scalars and None pass."""
-    def cast(v):
-        if isinstance(v, np.ndarray) and is_float_dtype(v.dtype):
-            with np.errstate(over="ignore"):
-                return v.astype(dtype)
-        return v
-    return [cast(a) for a in args], {k: cast(v) for k, v in kwargs.items()}
-
-
-def _fits(args, kwargs) -> bool:
-    for v in (*args, *kwargs.values()):
-        if isinstance(v, np.ndarray) and is_float_dtype(v.dtype):
-            if not np.isfinite(v.astype(np.float64)).all():
-                return False
-    return True
-
-
-def error_table(fns, *args, dtypes=DTYPES, reference=None, **kwargs) -> ErrorTable:
-    r"""Run ``fn(*args, **kwargs)`` with its float arrays in each dtype; measure against float64.
-
-    For each dtype, every float NumPy array among ``args`` and ``kwargs`` is rounded to that
-    dtype, each function is called, and its output (upcast to float64) is compared with
-    ``reference`` called on the *same rounded inputs* upcast to float64. The table therefore
-    measures the error a computation adds, not the rounding of its inputs (:func:`round_trip`
-    shows that). Ints, bools and scalars pass unchanged.
-
-    ==========  ===================  ===================================================
-    Symbol      Type                 Meaning
-    ==========  ===================  ===================================================
-    fns         callable or dict     one function, or ``{"name": fn, ...}`` to compare
-    args        arrays, scalars      the inputs, float arrays in float64
-    dtypes      sequence             names or types from ``DTYPES``
-    reference   callable or None     the float64 reference; None: the last of ``fns``
-    return      ErrorTable           one :class:`ErrorRow` per function and dtype
-    ==========  ===================  ===================================================
-
-    A function that raises gets a row with ``note="raised <Error>"``; an input that does not
-    fit a dtype (1e20 in float16) gets ``note="input overflows <dtype>"``.
-
-    >>> import numpy as np, grpo_lab as gl
-    >>> naive = lambda z: z - np.log(np.exp(z).sum(-1, keepdims=True))   # no max shift
-    >>> z = np.array([[0.0, 5.0, 12.0]])               # exp(12) > 65504: float16 overflows
-    >>> t = gl.error_table({"naive": naive, "gl.log_softmax": gl.log_softmax}, z,
-    ...                    dtypes=["float16", "float32"])
-    >>> t["naive", "float16"].nonfinite, t["gl.log_softmax", "float16"].nonfinite
-    (3, 0)
-    """
-    if callable(fns):
-        fns = {getattr(fns, "__name__", "fn"): fns}
-    if not isinstance(fns, dict) or not fns or not all(callable(f) for f in fns.values()):
-        raise TypeError(f"fns: expected a function or a non-empty dict of name -> function, "
-                        f"got {describe(fns)}")
-    if reference is None:
-        reference = list(fns.values())[-1]
-    elif not callable(reference):
-        raise TypeError(f"reference: expected a function or None, got {describe(reference)}")
-    if isinstance(dtypes, (str, bytes)) or not hasattr(dtypes, "__iter__"):
-        raise TypeError(f"dtypes: expected a sequence of dtypes from {DTYPES}, "
-                        f"got {describe(dtypes)}")
-    dtypes = [as_dtype(d) for d in dtypes]
-    if not dtypes:
-        raise ValueError("dtypes: expected at least one dtype, got an empty sequence")
-
-    rows = []
-    for d in dtypes:
-        low_args, low_kwargs = _cast_args(args, kwargs, d)
-        u = unit_roundoff(d)
-        if not _fits(low_args, low_kwargs):
-            rows += [ErrorRow(name, d.name, np.inf, np.inf, np.inf, 0,
-                              f"input overflows {d.name}") for name in fns]
-            continue
-        ref_args, ref_kwargs = _cast_args(low_args, low_kwargs, np.float64)
-        ref = np.asarray(reference(*ref_args, **ref_kwargs), dtype=np.float64)
-        scale = np.abs(ref).max() if ref.size else 0.0
-        for name, fn in fns.items():
-            try:
-                with np.errstate(all="ignore"):   # a naive function's inf and NaN are the data
-                    out = np.asarray(fn(*low_args, **low_kwargs)).astype(np.float64)
-            except (ValueError, TypeError, FloatingPointError, OverflowError) as exc:
-                rows.append(ErrorRow(name, d.name, np.inf, np.inf, np.inf, 0,
-                                     f"raised {type(exc).__name__}"))
-                continue
-            if out.shape != ref.shape:
-                raise ValueError(f"fns: expected {name!r} to return the reference's shape "
-                                 f"{ref.shape}, got {describe(out)}")
-            bad = ~np.isfinite(out) & np.isfinite(ref)
-            with np.errstate(invalid="ignore"):
-                err = np.where(bad, np.inf, np.abs(out - ref))
-            max_abs = float(err.max()) if err.size else 0.0
-            rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else np.inf)
-            rows.append(ErrorRow(name, d.name, max_abs, rel, rel / u, int(bad.sum())))
-    return ErrorTable(tuple(rows))
+    return a_r, b_r, d, splits

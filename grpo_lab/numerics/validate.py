@@ -1,40 +1,47 @@
-"""Input checks shared by every public function.
+"""Input checks shared by every public function, on NumPy arrays and on torch tensors.
 
-Every public function of ``grpo_lab`` validates its arguments through these helpers, so a
-reader who passes the wrong thing gets one kind of message everywhere:
+Every public function of ``grpo_lab`` and ``grpo_lab.torch`` checks its arguments here, so a
+reader who passes the wrong thing gets one kind of message:
 
     ``<argument>: expected <what was expected>, got <what came>``
 
 raised as a ``TypeError`` (wrong kind of object or dtype) or a ``ValueError`` (right kind,
 wrong shape or value). Nothing is silently broadcast, truncated or turned into NaN.
+
+The array checks take ``backend="torch"`` for tensors: the same rules and messages, with the
+tensor's own dtypes and devices. This module never imports torch; it finds it in
+``sys.modules`` when a caller has imported it (a tensor cannot exist otherwise).
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
+import sys
 
 import numpy as np
 
-__all__ = [
-    "as_counts",
-    "as_float_array",
-    "as_mask",
-    "check_choice",
-    "check_int",
-    "check_real",
-    "cast_result",
-    "check_shape",
-    "common_dtype",
-    "describe",
-    "is_float_dtype",
-    "working_dtype",
-]
+__all__ = ["as_counts", "as_float_array", "as_mask", "cast_result", "check_choice", "check_finite",
+           "check_int", "check_real", "check_shape", "common_dtype", "describe", "is_float_dtype",
+           "is_tensor", "same_device", "valid_lengths", "working_dtype"]
+
+
+def _torch():
+    """The torch module if it has been imported, else None."""
+    return sys.modules.get("torch")
+
+
+def is_tensor(x) -> bool:
+    """True for a ``torch.Tensor`` (without importing torch)."""
+    return _torch() is not None and isinstance(x, _torch().Tensor)
 
 
 def describe(x) -> str:
     """A short description of ``x`` for error messages, e.g. ``a 1-D float32 array of shape (4,)``."""
     if isinstance(x, np.ndarray):
         return f"a {x.ndim}-D {x.dtype} array of shape {x.shape}"
+    if is_tensor(x):
+        return f"a {x.dim()}-D {x.dtype} tensor of shape {tuple(x.shape)} on {x.device}"
     if isinstance(x, (list, tuple)):
         return f"a {type(x).__name__} of length {len(x)}"
     return f"{type(x).__name__} {x!r}" if np.isscalar(x) or x is None else type(x).__name__
@@ -46,11 +53,8 @@ def _ml_dtypes_float(dtype: np.dtype) -> bool:
         return False
     try:
         import ml_dtypes
-    except ImportError:  # pragma: no cover - ml_dtypes is a dependency, but stay importable
-        return False
-    try:
         ml_dtypes.finfo(dtype)
-    except (ValueError, TypeError):
+    except (ImportError, ValueError, TypeError):  # ml_dtypes is a dependency; stay importable
         return False
     return True
 
@@ -61,55 +65,101 @@ def is_float_dtype(dtype) -> bool:
     return dtype.kind == "f" or _ml_dtypes_float(dtype)
 
 
-def working_dtype(dtype) -> np.dtype:
-    """The dtype to accumulate in: float64 for every input of float64 precision or less.
+def working_dtype(dtype):
+    """The dtype to compute in. NumPy: float64 for every input of float64 precision or less.
 
     float16, bfloat16 and float32 values all square without overflow in float64 (the largest
-    float32 squared is about 1.2e77), so low-precision inputs never reach an inf in a sum of
-    squares and an ``eps`` of 1e-8 never underflows to zero. A longdouble input keeps its own.
+    float32 squared is about 1.2e77), and an ``eps`` of 1e-8 never underflows to zero there.
+    A longdouble input keeps its own. A torch dtype gives float64 for float64 and float32 for
+    anything narrower: the torch mirror runs as fast as eager float32 code, and never computes
+    below float32 (DESIGN: low precision accumulates in float32 or wider).
     """
+    if _torch() is not None and isinstance(dtype, _torch().dtype):
+        return _torch().float64 if dtype == _torch().float64 else _torch().float32
     dtype = np.dtype(dtype)
     if dtype.kind == "f" and dtype.itemsize > 8:
         return dtype
     return np.dtype(np.float64)
 
 
+def _result_dtype(name: str, x, shape_doc: str):
+    """Floats keep their dtype; ints and bools give float64; anything else is a TypeError."""
+    if is_tensor(x):
+        torch = _torch()
+        if x.is_floating_point():
+            return x.dtype
+        if x.dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+            return torch.float64
+    elif is_float_dtype(x.dtype):
+        return x.dtype
+    elif x.dtype.kind in "biu":
+        return np.dtype(np.float64)
+    raise TypeError(f"{name}: expected a real numeric dtype (float, int or bool){shape_doc}, "
+                    f"got dtype {x.dtype}")
+
+
 def as_float_array(name: str, x, *, ndim: int | None = None, shape_doc: str = "",
-                   min_size: int = 1, finite: bool = True) -> tuple[np.ndarray, np.dtype]:
-    """Validate an array argument and return ``(array, result_dtype)``.
+                   min_size: int = 1, finite: bool = True, backend: str = "numpy"):
+    """Validate an array (or, with ``backend="torch"``, tensor) argument: ``(x, result_dtype)``.
 
-    The array is returned as given (not copied, not cast): callers cast to ``working_dtype``,
-    which copies, so the caller's array is never modified.
-
-    ``result_dtype`` is the input's dtype for floats (float16, bfloat16, float32, float64)
-    and float64 for integers and bools (pass/fail rewards are often bools). Anything else
+    The input comes back as given (not copied, not cast): callers cast to ``working_dtype``.
+    ``result_dtype`` is the input's dtype for floats (float16, bfloat16, float32, float64) and
+    float64 for integers and bools (pass/fail rewards are often bools). Anything else
     (strings, objects, complex numbers, datetimes) is a ``TypeError``.
     """
+    kind = "tensor" if backend == "torch" else "array"
+    if backend == "torch" and not is_tensor(x):
+        raise TypeError(f"{name}: expected a torch.Tensor{shape_doc} (grpo_lab.torch works on "
+                        f"tensors; the NumPy functions are gl.*), got {describe(x)}")
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected a numeric array{shape_doc}, got {describe(x)}")
-    arr = np.asarray(x)
-    dtype = arr.dtype
-    if is_float_dtype(dtype):
-        result_dtype = dtype
-    elif dtype.kind in "biu":
-        result_dtype = np.dtype(np.float64)
-    else:
-        raise TypeError(
-            f"{name}: expected a real numeric dtype (float, int or bool){shape_doc}, "
-            f"got dtype {dtype}")
+    arr = x if backend == "torch" else np.asarray(x)
+    result_dtype = _result_dtype(name, arr, shape_doc)
     if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-D array{shape_doc}, got {describe(arr)}")
-    if arr.size < min_size:
-        raise ValueError(f"{name}: expected a non-empty array{shape_doc}, got {describe(arr)}")
-    if finite and result_dtype.kind != "b":
-        bad = ~np.isfinite(arr.astype(working_dtype(result_dtype), copy=False))
-        if bad.any():
-            where = tuple(int(i) for i in np.argwhere(bad)[0])
-            value = arr[where]
-            raise ValueError(
-                f"{name}: expected finite values, got {value} at index {where} "
-                f"({int(bad.sum())} non-finite value(s) in all)")
+        raise ValueError(f"{name}: expected a {ndim}-D {kind}{shape_doc}, got {describe(arr)}")
+    if int(np.prod(arr.shape)) < min_size:
+        raise ValueError(f"{name}: expected a non-empty {kind}{shape_doc}, got {describe(arr)}")
+    if finite:
+        check_finite(name, arr)
     return arr, result_dtype
+
+
+def _finite_elements(x):
+    """Elementwise ``isfinite`` of an array (in its working dtype: ml_dtypes) or a tensor."""
+    if is_tensor(x):
+        return _torch().isfinite(x.detach())
+    return np.isfinite(x.astype(working_dtype(x.dtype), copy=False))
+
+
+def _all_finite(x) -> bool:
+    """One sum, finite exactly when every term is unless it overflows; only then, or when
+    there is a NaN or an inf, is every element looked at. Half precision sums in float32."""
+    if is_tensor(x):
+        half = x.dtype in (_torch().float16, _torch().bfloat16)
+        total = x.detach().sum(dtype=_torch().float32 if half else x.dtype)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = x.sum(dtype=np.float32 if x.dtype.itemsize < 4 else None)
+    return bool(np.isfinite(float(total))) or bool(_finite_elements(x).all())
+
+
+def check_finite(name: str, x) -> None:
+    """Raise a ``ValueError`` naming the first NaN or inf of ``x`` (an array or a tensor).
+
+    It costs one pass, a sum, when there is none (see ``_all_finite``); ints are finite.
+    """
+    floating = x.is_floating_point() if is_tensor(x) else is_float_dtype(x.dtype)
+    if not floating or _all_finite(x):
+        return
+    bad = ~_finite_elements(x)
+    where = tuple(bad.nonzero()[0].tolist() if is_tensor(x) else np.argwhere(bad)[0].tolist())
+    raise ValueError(f"{name}: expected finite values, got {_value(x, where)} at index "
+                     f"{where} ({int(bad.sum())} non-finite value(s) in all)")
+
+
+def _value(x, where: tuple):
+    """``x[where]`` for a message: a Python number for a tensor, NumPy's own print for an array."""
+    return x[where].item() if is_tensor(x) else x[where]
 
 
 def check_real(name: str, value, *, minimum: float | None = None,
@@ -153,13 +203,15 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
-def common_dtype(*dtypes) -> np.dtype:
+def common_dtype(*dtypes):
     """The float dtype for a result computed from inputs of several float dtypes.
 
     NumPy's promotion (float16 + float32 -> float32, bfloat16 + float64 -> float64); the one
     pair NumPy cannot promote, bfloat16 with float16, gives float32, the narrowest dtype that
-    holds both exactly.
+    holds both exactly (torch's own promotion, used for torch dtypes, does the same).
     """
+    if _torch() is not None and isinstance(dtypes[0], _torch().dtype):
+        return functools.reduce(_torch().promote_types, dtypes)
     out = np.dtype(dtypes[0])
     for d in dtypes[1:]:
         try:
@@ -169,40 +221,64 @@ def common_dtype(*dtypes) -> np.dtype:
     return out
 
 
-def check_shape(name: str, arr: np.ndarray, shape: tuple, shape_doc: str = "") -> None:
+def check_shape(name: str, arr, shape: tuple, shape_doc: str = "") -> None:
     """Require ``arr.shape == shape`` exactly: nothing is broadcast to make them agree."""
-    if arr.shape != tuple(shape):
+    if tuple(arr.shape) != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}{shape_doc}, got {describe(arr)}")
 
 
-def as_mask(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
-    """Validate a token mask of exactly ``shape`` and return it as a bool array (a new array).
+def same_device(first: str, x, **others) -> None:
+    """Tensors only: every tensor of ``others`` on the device of ``x`` (named ``first``)."""
+    for name, y in others.items():
+        if y is not None and y.device != x.device:
+            raise ValueError(f"{name}: expected a tensor on {x.device} (the device of {first}), "
+                             f"got {describe(y)}")
+
+
+def as_mask(name: str, x, shape: tuple, shape_doc: str = "", *, backend: str = "numpy",
+            dtype=None):
+    """Validate a token mask of exactly ``shape``; return it as bools (NumPy: a new array).
 
     Accepted: bools, or ints / floats whose every value is 0 or 1 (a float mask of 0.5 is a
-    weighting, not a mask, and is refused rather than rounded).
+    weighting, not a mask, and is refused rather than rounded). With ``backend="torch"`` the
+    mask is a tensor, returned as a bool tensor, or as ``dtype`` 0.0 / 1.0 if given (the
+    input itself when it already has that dtype: nothing is copied that need not be).
     """
-    if isinstance(x, (str, bytes)) or x is None:
-        raise TypeError(f"{name}: expected a mask of 0/1 or bools{shape_doc}, got {describe(x)}")
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "biuf" and not is_float_dtype(arr.dtype):
+    tensor = backend == "torch"
+    if isinstance(x, (str, bytes)) or x is None or (tensor and not is_tensor(x)):
+        kind = "torch.Tensor mask" if tensor else "mask"
+        raise TypeError(f"{name}: expected a {kind} of 0/1 or bools{shape_doc}, got {describe(x)}")
+    arr = x if tensor else np.asarray(x)
+    if arr.is_complex() if tensor else not (arr.dtype.kind in "biuf" or is_float_dtype(arr.dtype)):
         raise TypeError(f"{name}: expected a mask of 0/1 or bools{shape_doc}, got dtype {arr.dtype}")
     check_shape(name, arr, shape, shape_doc)
-    if arr.dtype.kind == "b":
-        return arr.copy()
-    values = arr.astype(np.float64)
-    bad = (values != 0) & (values != 1)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"{name}: expected only 0 and 1 (or bools), got {arr[where]} at index {where}")
-    return values == 1
+    values = arr if tensor or arr.dtype == bool else arr.astype(np.float64)
+    bad = None if str(arr.dtype) in ("bool", "torch.bool") else (values != 0) & (values != 1)
+    if bad is not None and bool(bad.any()):
+        where = tuple((bad.nonzero()[0] if tensor else np.argwhere(bad)[0]).tolist())
+        raise ValueError(f"{name}: expected only 0 and 1 (or bools), got "
+                         f"{_value(arr, where)} at index {where}")
+    if tensor:
+        return arr.to(_torch().bool if dtype is None else dtype)
+    return values == 1 if values is not arr else arr.copy()
+
+
+def valid_lengths(m):
+    """Valid tokens per sequence, (N,), from a mask (N, T) of 0/1 or bools, array or tensor;
+    a sequence without one has no mean, and is almost always a masking bug."""
+    lengths = m.sum(-1)                                           # (N,)
+    empty = [i for i, n in enumerate((lengths == 0).tolist()) if n]
+    if empty:
+        raise ValueError(
+            f"mask: expected at least one valid token in every sequence (row), got none in row "
+            f"{empty[0]} ({len(empty)} empty row(s) in all): an empty completion has no mean, "
+            f"and is almost always a masking bug")
+    return lengths
 
 
 def as_counts(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
-    """Validate an array of counts (token lengths, ...) of exactly ``shape``: integers >= 0.
-
-    Returned as a new int64 array. Floats are refused even when whole (``3.0``): a count that
-    arrives as a float has usually been averaged or divided somewhere on the way.
-    """
+    """Validate counts (token lengths, ...) of exactly ``shape``: integers >= 0, as a new int64
+    array. Floats are refused even when whole (3.0): such a count was averaged on the way."""
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected an integer array of counts{shape_doc}, got {describe(x)}")
     arr = np.asarray(x)
@@ -215,16 +291,20 @@ def as_counts(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def cast_result(names: str, what: str, x: np.ndarray, dtype) -> np.ndarray:
-    """Cast a result worked out in float64 back to the inputs' ``dtype``, refusing inf.
+def cast_result(names: str, what: str, x, dtype):
+    """Cast a result worked out in a wider dtype back to the inputs' ``dtype``, refusing inf.
 
     A float16 result above 65504 would silently become inf; this raises a ``ValueError``
-    that names the inputs (``names``) and the result (``what``) instead.
+    that names the inputs (``names``) and the result (``what``) instead. Arrays or tensors.
     """
-    with np.errstate(over="ignore"):
-        out = np.asarray(x).astype(dtype)
-    if not np.all(np.isfinite(out.astype(np.float64))):
-        raise ValueError(
-            f"{names}: the {what} do not fit in {np.dtype(dtype)} (largest magnitude "
-            f"{np.abs(x).max():.4g}); pass them in a wider dtype such as float32")
+    if is_tensor(x):
+        out = x.to(dtype)
+    else:
+        dtype = np.dtype(dtype)
+        with np.errstate(over="ignore"):
+            out = np.asarray(x).astype(dtype)
+    if not _all_finite(out):
+        largest = float(abs(x).max())
+        raise ValueError(f"{names}: the {what} do not fit in {dtype} (largest magnitude "
+                         f"{largest:.4g}); pass them in a wider dtype such as float32")
     return out

@@ -35,248 +35,115 @@ What this version changes:
 
 The result agrees with the reference to within about one float32 ulp for float32 rewards
 (rounding once from float64 in both), and to about 1e-15 relative for float64 rewards.
+
+Two kernels do the work, :func:`blocked_advantages_narrow` (points 3 and 4) and
+:func:`blocked_advantages_wide` (the reference's steps); their building blocks, each named,
+are in :mod:`grpo_lab.perf.blocks`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.validate import is_float_dtype
-from grpo_lab.core.advantages import check_arguments, group_advantages
+from grpo_lab.core.advantages import check_group_advantages_arguments, group_advantages
+from grpo_lab.perf.blocks import (SHORT_ROWS, BlockBuffers, batch_factor, check_kernel_arrays,
+                                  group_factor, is_narrow_dtype, none_factor, pooled_moments,
+                                  row_blocks, store_block)
 
-__all__ = ["BLOCK_ELEMENTS", "group_advantages_fast"]
+__all__ = ["BLOCK_ELEMENTS", "blocked_advantages_narrow", "blocked_advantages_wide",
+           "group_advantages_fast"]
 
 #: Rewards per block: 2**15 float64 values are 256 KiB, two such buffers fit a 1 MiB L2 cache.
 BLOCK_ELEMENTS = 1 << 15
 
-#: Group sizes up to this count as short rows: centred by one small matmul, not per row.
-SHORT_ROWS = 16
 
-_TINY = 2.0 ** -1000     # the smallest eps used in a denominator (see _inverse_denominator)
+def blocked_advantages_narrow(rewards, out, eps=1e-8, scale="group", ddof=0, c=1.0):
+    r"""The fast path for float16, bfloat16, float32 and bool rewards: blocks, no rescale, no shift.
 
+    .. math::
 
-def _is_narrow(dtype: np.dtype) -> bool:
-    """True where every value has at most 24 significant bits: float16/bfloat16/float32, bool."""
-    if dtype.kind == "b":
-        return True
-    return is_float_dtype(dtype) and dtype.itemsize <= 4
+        A_{b,i} = c\,\frac{r_{b,i} - \bar r_b}{s + \varepsilon}
 
-
-def _row_deviations(xb, X, ones, mean):
-    """Load a block into the float64 buffer ``X`` and centre each row about its own mean.
+    with :math:`s` the std of row b (``scale='group'``) or of all B*G rewards (``'batch'``);
+    ``'none'`` is :math:`c\,(r_{b,i} - \bar r_b)`.
 
     ========  ========  ============================================================
     Symbol    Shape     Meaning
     ========  ========  ============================================================
-    xb        (n, G)    the block of rewards, any dtype
-    X         (n, G)    float64 buffer; on return, r - mean(r) row by row
-    ones      (G,)      float64 ones, so that ``X @ ones`` is the row sums (BLAS)
-    mean      (n,)      float64 buffer; on return, each row's mean
+    rewards   (B, G)    at most 24 significant bits; checked by the caller
+    out       (B, G)    the result, written one block at a time
+    eps       scalar    ``eps``, ``scale`` and ``ddof`` as in ``gl.group_advantages``
+    c         scalar    1, or G / (G - 1) for the leave-one-out baseline
     ========  ========  ============================================================
+
+    Returns ``out``, or None where the reference must decide (:func:`group_advantages_fast`
+    then calls it): a NaN or inf reward, which it reports, or a result too large for ``out``.
+
+    >>> blocked_advantages_narrow(np.float32([[1, 0, 1, 0]]), np.empty((1, 4), np.float32))
+    array([[ 1., -1.,  1., -1.]], dtype=float32)
     """
-    np.copyto(X, xb, casting="unsafe")             # (n, G) widening to float64: exact
-    np.matmul(X, ones, out=mean)                   # (n,) row sums, one BLAS call
-    mean /= X.shape[1]
-    np.subtract(X, mean[:, None], out=X)           # (n, G) - (n, 1)
-
-
-def _sum_of_squares(X, Q, ones, out):
-    """``out[i] = sum_j X[i, j]**2``: one ``vecdot`` for long rows; squares, then BLAS, for short.
-
-    ``vecdot`` runs one dot product per row, which pays off when a row is long; for G of 8
-    that per-row call costs more than squaring into ``Q`` and summing with ``Q @ ones``.
-    """
-    if X.shape[1] > SHORT_ROWS:
-        return np.vecdot(X, X, out=out)
-    np.multiply(X, X, out=Q)
-    return np.matmul(Q, ones, out=out)
-
-
-def _inverse_denominator(ss, n_over, eps, c):
-    """``c / (sqrt(ss / n_over) + eps)``, in place in ``ss``; finite even where ``ss == 0``.
-
-    Where ``ss == 0`` every deviation of the row is exactly 0, so the factor only has to be
-    finite (0 * inf would be NaN): ``eps`` is raised to ``2**-1000`` if it is smaller. That
-    changes nothing elsewhere: a row with a spread has a std of at least ``2**-200`` here
-    (narrow floats), and adding anything below ``2**-1000`` to it rounds back to it.
-    """
-    np.divide(ss, n_over, out=ss)
-    np.sqrt(ss, out=ss)
-    ss += max(eps, _TINY)
-    return np.divide(c, ss, out=ss)
-
-
-def _largest(dtype: np.dtype) -> float:
-    """The largest finite value of a float dtype (NumPy's or ml_dtypes')."""
-    if dtype.kind == "f":
-        return float(np.finfo(dtype).max)
-    import ml_dtypes
-    return float(ml_dtypes.finfo(dtype).max)
-
-
-def _store(outb, X, bound, largest):
-    """Cast the block into the output; False if a value did not fit its dtype.
-
-    ``bound`` is an upper bound on ``|X|``: below half the dtype's largest value nothing can
-    overflow and nothing is checked; above it the cast block is checked for inf.
-    """
-    with np.errstate(over="ignore"):
-        np.copyto(outb, X, casting="unsafe")
-    return bound < 0.5 * largest or bool(np.isfinite(outb.astype(np.float64, copy=False)).all())
-
-
-def _blocks(B, nb):
-    """``(r0, r1)`` row ranges of at most ``nb`` rows covering ``0..B``."""
-    return ((r0, min(B, r0 + nb)) for r0 in range(0, B, nb))
-
-
-def _merge(total, block):
-    """Chan, Golub and LeVeque's update: two ``(count, mean, m2)`` summaries -> their union."""
-    n_a, mean_a, m2_a = total
-    n_b, mean_b, m2_b = block
-    n = n_a + n_b
-    delta = mean_b - mean_a
-    return n, mean_a + delta * n_b / n, m2_a + m2_b + delta * delta * n_a * n_b / n
-
-
-def _block_summary(row_mean, row_ss, G):
-    """``(count, mean, m2)`` of a block from its rows' means and sums of squared deviations.
-
-    m2 = within rows + between row means; neither subtracts two large sums.
-    """
-    mean = float(row_mean.mean())
-    return row_mean.size * G, mean, float(row_ss.sum()) + G * float(np.square(row_mean - mean).sum())
-
-
-def _centring_matrix(G):
-    """``G I - 1 1^T`` (G x G): ``X @ it`` is ``G * (X - row mean)``, in one matmul.
-
-    Its entries are the integers G - 1 and -1, so every product is exact, and for rewards of
-    at most 24 significant bits the sums are exact too wherever it matters (see the module
-    docstring): an all-equal row gives exactly 0, with no shift.
-    """
-    return G * np.eye(G) - 1.0
-
-
-def _narrow(arr, out, eps, scale, ddof, c):
-    """float16/bfloat16/float32/bool rewards: no rescale, no shift (see the module docstring).
-
-    Returns ``out``, or None for a NaN/inf reward or a result too large for the dtype.
-    """
-    B, G = arr.shape
-    nb = max(1, min(B, BLOCK_ELEMENTS // G))       # rows per block
-    X, Q = np.empty((nb, G)), np.empty((nb, G))    # the block's float64 working copy, squares
-    ones = np.ones(G)
-    mean, ss = np.empty(nb), np.empty(nb)          # per row of the block
-    largest = _largest(out.dtype)
-
-    if scale == "batch":                           # first sweep: the std of all B*G rewards
-        total = (0, 0.0, 0.0)
-        for r0, r1 in _blocks(B, nb):
-            n = r1 - r0
-            _row_deviations(arr[r0:r1], X[:n], ones, mean[:n])
-            if not np.isfinite(mean[:n]).all():
-                return None
-            total = _merge(total, _block_summary(mean[:n], _sum_of_squares(
-                X[:n], Q[:n], ones, ss[:n]), G))
-        count, _, m2 = total
-        batch_r = float(_inverse_denominator(np.array([m2]), count - ddof, eps, c)[0])
-        batch_bound = batch_r * np.sqrt(m2)         # |r - group mean| <= sqrt(m2)
-
-    # Short rows are centred by a matmul (deviations times G, `unit`); long ones per row.
-    short = G <= SHORT_ROWS and scale != "batch"
-    if short:
-        centre, D, unit = _centring_matrix(G), np.empty((nb, G)), G
-    else:
-        unit = 1
-    for r0, r1 in _blocks(B, nb):
-        n = r1 - r0
-        if short:
-            np.copyto(X[:n], arr[r0:r1], casting="unsafe")        # (n, G) float64, exact
-            Xb = np.matmul(X[:n], centre, out=D[:n])                # (n, G) G * deviations
-        else:
-            Xb = X[:n]
-            _row_deviations(arr[r0:r1], Xb, ones, mean[:n])
+    B, G = check_kernel_arrays(rewards, out, narrow=True)
+    buf = BlockBuffers(max(1, min(B, BLOCK_ELEMENTS // G)), G,   # float64 blocks, in cache
+                       short=G <= SHORT_ROWS and scale != "batch")
+    if scale == "batch":                          # a first sweep: the std of all B*G rewards
+        batch = batch_factor(rewards, buf, eps, ddof, c)
+    for r0, r1 in row_blocks(B, buf.rows):
+        dev, unit = buf.centre(rewards[r0:r1])                   # (n, G) unit * (r - mean)
         if scale == "group":
-            s = _sum_of_squares(Xb, Q[:n], ones, ss[:n])             # (n,) unit**2 * SS
-            if not np.isfinite(s.sum()):                            # a NaN or inf reward
-                return None
-            r = _inverse_denominator(s, G - ddof, unit * eps, c)   # (n,)
-            np.multiply(Xb, r[:, None], out=Xb)                      # (n, G) * (n, 1)
-            bound = c * np.sqrt(G)   # |r_i - mean| / std <= sqrt(G - 1) (Samuelson)
+            step = group_factor(buf, dev, unit, eps, ddof, c)    # (n, 1) c / (std + eps)
         elif scale == "batch":
-            if not np.isfinite(mean[:n]).all():
-                return None
-            Xb *= batch_r
-            bound = batch_bound
-        else:  # "none"
-            if c != unit:
-                Xb *= c / unit
-            bound = max(abs(float(Xb.max())), abs(float(Xb.min())))
-            if not np.isfinite(bound):
-                return None
-        if not _store(out[r0:r1], Xb, bound, largest):
+            step = batch                                         # c / (batch std + eps)
+        else:
+            step = none_factor(dev, unit, c)                     # c / unit
+        if step is None:                                         # a NaN or inf reward
+            return None
+        factor, bound = step                                     # bound: the largest |A|
+        np.multiply(dev, factor, out=dev)                        # (n, G) the advantages
+        if not store_block(out[r0:r1], dev, bound):              # cast into out's dtype
             return None
     return out
 
 
-def _wide(arr, out, eps, scale, ddof, c):
-    """float64 and integer rewards: the reference's own steps (rescale, shift), block by block.
+def blocked_advantages_wide(rewards, out, eps=1e-8, scale="group", ddof=0, c=1.0):
+    r"""The fast path for float64 and integer rewards: the reference's rescale and shift, by block.
 
-    Returns ``out``, or None for a NaN/inf reward or a result too large for float64.
+    The same equation, symbols and return as :func:`blocked_advantages_narrow`. Every reward is
+    first divided by the reference's power of two ``2**k`` (exact), each row shifted by its
+    first value, and ``eps`` taken into the same units; a row's ``std + eps`` of 0 (no spread,
+    ``eps = 0``) divides nothing, since its deviations are 0.
+
+    >>> blocked_advantages_wide(np.array([[1.0, 0.0, 1.0, 0.0]]), np.empty((1, 4)))
+    array([[ 0.99999998, -0.99999998,  0.99999998, -0.99999998]])
     """
-    B, G = arr.shape
-    hi, lo = float(np.max(arr)), float(np.min(arr))         # two reductions, no temporaries
+    B, G = check_kernel_arrays(rewards, out, narrow=False)
+    hi, lo = float(np.max(rewards)), float(np.min(rewards))     # two passes, no temporaries
     if not (np.isfinite(hi) and np.isfinite(lo)):
         return None
-    _, k = np.frexp(max(abs(hi), abs(lo)))                  # the reference's power of two
-    k = int(k)
+    k = int(np.frexp(max(abs(hi), abs(lo)))[1])                 # the reference's power of two
     with np.errstate(over="ignore"):
-        eps_k = float(np.ldexp(eps, -k))                    # eps in the rescaled units
-    nb = max(1, min(B, BLOCK_ELEMENTS // G))
-    X, Q = np.empty((nb, G)), np.empty((nb, G))
-    ones = np.ones(G)
-    mean, ss, first = np.empty(nb), np.empty(nb), np.empty(nb)
-
-    def deviations(r0, r1):
-        """The block's rescaled, shifted deviations in X, and its row means (rescaled)."""
-        n = r1 - r0
-        Xb, f, m = X[:n], first[:n], mean[:n]
-        np.copyto(Xb, arr[r0:r1], casting="unsafe")
-        np.ldexp(Xb, -k, out=Xb)                            # exact: only exponents change
-        np.copyto(f, Xb[:, 0])
-        np.subtract(Xb, f[:, None], out=Xb)                 # shifted data, first column 0
-        np.matmul(Xb, ones, out=m)
-        m /= G
-        np.subtract(Xb, m[:, None], out=Xb)                 # (n, G) - (n, 1)
-        return Xb, f + m
-
-    if scale == "batch":
-        total = (0, 0.0, 0.0)
-        for r0, r1 in _blocks(B, nb):
-            n = r1 - r0
-            Xb, row_mean = deviations(r0, r1)
-            total = _merge(total, _block_summary(row_mean, _sum_of_squares(
-                Xb, Q[:n], ones, ss[:n]), G))
-        count, _, m2 = total
-        batch_std = np.sqrt(m2 / (count - ddof))
-
-    for r0, r1 in _blocks(B, nb):
-        n = r1 - r0
-        Xb, _ = deviations(r0, r1)
+        eps_k = float(np.ldexp(eps, -k))                        # eps in the rescaled units
+    buf = BlockBuffers(max(1, min(B, BLOCK_ELEMENTS // G)), G)
+    blocks = list(row_blocks(B, buf.rows))
+    if scale == "batch":                                        # a first sweep
+        def summaries():
+            for r0, r1 in blocks:
+                dev, row_mean = buf.centre_rescaled(rewards[r0:r1], k)
+                yield row_mean, buf.sum_of_squares(dev)
+        count, _, m2 = pooled_moments(summaries(), G)
+        std = np.sqrt(m2 / (count - ddof))
+    for r0, r1 in blocks:
+        dev, _ = buf.centre_rescaled(rewards[r0:r1], k)         # (n, G) (r - mean) / 2**k
         if scale == "group":
-            std = np.sqrt(_sum_of_squares(Xb, Q[:n], ones, ss[:n]) / (G - ddof))   # (n,)
+            std = np.sqrt(buf.sum_of_squares(dev) / (G - ddof))  # (n,)
         if c != 1.0:
-            Xb *= c                                          # leave-one-out baseline
-        if scale == "none":
-            with np.errstate(over="ignore"):                 # checked by _store
-                np.ldexp(Xb, k, out=Xb)                      # back to reward units
-        else:
-            with np.errstate(over="ignore"):
-                denom = (std if scale == "group" else np.full(n, batch_std)) + eps_k
-            # denom == 0 only for a row with no spread and eps == 0: its deviations are 0.
-            np.divide(Xb, denom[:, None], out=Xb, where=denom[:, None] > 0)
-        if not _store(out[r0:r1], Xb, np.inf, _largest(out.dtype)):
+            dev *= c                                            # leave-one-out baseline
+        with np.errstate(over="ignore"):                        # checked by store_block
+            if scale == "none":
+                np.ldexp(dev, k, out=dev)                       # back to reward units
+            else:
+                denom = np.atleast_1d(std + eps_k)[:, None]     # (n, 1) or (1, 1)
+                np.divide(dev, denom, out=dev, where=denom > 0)
+        if not store_block(out[r0:r1], dev, np.inf):
             return None
     return out
 
@@ -308,22 +175,18 @@ def group_advantages_fast(rewards, eps=1e-8, *, scale="group", ddof=0, baseline=
     >>> gl.group_advantages_fast([[1, 1, 1, 1]])  # no spread, no signal: exactly 0
     array([[0., 0., 0., 0.]])
     """
-    arr, out_dtype, eps, scale, ddof, baseline = check_arguments(
+    arr, out_dtype, eps, scale, ddof, baseline = check_group_advantages_arguments(
         rewards, eps, scale, ddof, baseline, finite=False)
     G = arr.shape[1]
-    c = G / (G - 1) if baseline == "leave_one_out" else 1.0   # r_i - mean of the other G-1
-    out = np.empty(arr.shape, dtype=out_dtype)
+    c = G / (G - 1) if baseline == "leave_one_out" else 1.0    # r_i - mean of the other G-1
+    kernel = (blocked_advantages_narrow if is_narrow_dtype(arr.dtype)
+              else blocked_advantages_wide if np.dtype(out_dtype).itemsize <= 8
+              else None)                                          # longdouble: the reference
     # NaN and inf rewards are found in the row sums and then reported by the reference;
     # until then inf - inf may happen in a block, and is not worth a warning.
     with np.errstate(invalid="ignore"):
-        if _is_narrow(arr.dtype):
-            result = _narrow(arr, out, eps, scale, ddof, c)
-        elif np.dtype(out_dtype).itemsize <= 8:
-            result = _wide(arr, out, eps, scale, ddof, c)
-        else:
-            result = None                                      # longdouble: rare, exact
-    if result is None:
-        # A NaN or inf in the rewards, a result that does not fit the output dtype, or a
-        # longdouble input: the reference raises the error (with its message) or computes it.
+        result = None if kernel is None else kernel(arr, np.empty(arr.shape, out_dtype),
+                                                    eps, scale, ddof, c)
+    if result is None:    # a NaN/inf reward, a result too large, or longdouble: the reference
         return group_advantages(rewards, eps, scale=scale, ddof=ddof, baseline=baseline)
     return result

@@ -1,26 +1,26 @@
-r"""``python -m grpo_lab.bench``: each implementation against a memory copy of the same size.
+r"""``python -m grpo_lab.bench``: every implementation against a memory copy and TRL-style code.
 
-Taught in chapter 7 (``chapters/07_performance.ipynb``). A memory copy of an array reads it
-once and writes it once, as fast as the machine moves bytes: no kernel that has to read its
-input and write an output of the same size can beat it, so it is the floor to measure against.
-Every implementation is timed in the same run as its copy, round by round (copy, then each
-implementation, repeated), so a machine that slows down slows all of them alike; the ratio
-reported is the median over rounds of (implementation time / copy time).
+Taught in chapter 7 (``chapters/07_performance.ipynb``). A memory copy reads its input once and
+writes its output once, as fast as the machine moves bytes: no kernel that reads an array and
+writes one of the same size can beat it, so it is the floor. Every implementation is timed in
+the same run as its copy, round by round (:mod:`grpo_lab.perf.measure` says how), and the
+ratio reported is the median over rounds of (implementation time / copy time).
 
 Benchmarks (sizes from issue 7; ``--quick`` runs small ones, for a smoke test or a chapter):
 
 * ``group_advantages`` at (B, G) = (262144, 64) and (1048576, 8), float32: the plain formula
-  in NumPy, :func:`grpo_lab.group_advantages` (the reference), :func:`grpo_lab.group_advantages_fast`,
-  and with torch an eager composition in the style of TRL (``repeat_interleave``).
-* the GRPO loss, forward plus backward, at (B*G, T) = (512, 2048), float32: the eager
-  composition :func:`grpo_lab.perf.loss_fused.grpo_loss_eager` (TRL's way) and the fused
-  :func:`grpo_lab.perf.loss_fused.grpo_loss_fused`; also ``grpo_lab.torch.grpo_loss`` if present.
+  in NumPy, :func:`grpo_lab.group_advantages`, :func:`grpo_lab.group_advantages_fast`, and on
+  torch the TRL-style two-liner :func:`trl_style_advantages` next to the torch mirror
+  :func:`grpo_lab.torch.group_advantages` (both Bessel-corrected, eps = 1e-4).
+* the GRPO loss, forward plus backward, at (N, T) = (512, 2048), float32: the TRL-style eager
+  loss :func:`trl_style_loss`, the torch mirror :func:`grpo_lab.torch.grpo_loss` and the fused
+  :func:`grpo_lab.perf.loss_fused.grpo_loss_fused`, on the same :func:`loss_inputs`.
 
-Peak extra memory is what a call allocates at its highest point, its result included:
-``tracemalloc`` for NumPy (NumPy reports its array buffers to it); for torch on CUDA the
-caching allocator's ``max_memory_allocated`` after ``reset_peak_memory_stats``; for torch on
-CPU, which keeps no such counter, the running sum of the allocations and frees that
-``torch.profiler`` records with ``profile_memory=True``.
+The summary puts the issues' goals next to what was measured: the fast path within 2x (G = 64)
+or 3x (G = 8) of the copy with at most 1.1x the output in memory (issue 7); the fused loss 3x
+faster than the TRL-style loss in a third of its memory; the torch mirror within 1.2x of the
+TRL-style loss in time and peak memory, and its advantages no slower than the two-liner
+(issue 13).
 
 Usage::
 
@@ -32,292 +32,183 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
 import statistics
 import sys
-import time
-import tracemalloc
 
 import numpy as np
 
-from grpo_lab.perf import advantages_fast
 from grpo_lab.core.advantages import group_advantages
+from grpo_lab.perf.advantages_fast import group_advantages_fast
+from grpo_lab.perf.baselines import (TRL_EPS, loss_inputs, plain_advantages,
+                                     trl_style_advantages, trl_style_loss)
+from grpo_lab.perf.measure import (peak_bytes_numpy, peak_bytes_torch, result_rows,
+                                   time_round_robin, torch_mirror, torch_or_none)
 
-__all__ = ["ADV_SIZES", "LOSS_SIZE", "QUICK_ADV_SIZES", "QUICK_LOSS_SIZE", "plain_advantages",
-           "print_report", "run", "trl_style_advantages", "main"]
+__all__ = ["ADV_SIZES", "LOSS_SIZE", "QUICK_ADV_SIZES", "QUICK_LOSS_SIZE", "TRL_EPS",
+           "bench_advantages", "bench_loss", "loss_inputs", "main", "plain_advantages",
+           "print_report", "run", "summary", "trl_style_advantages", "trl_style_loss"]
 
 ADV_SIZES = [(262144, 64), (1048576, 8)]       # (B, G) float32, from issue 7
-LOSS_SIZE = (512, 2048)                         # (B*G, T)
+LOSS_SIZE = (512, 2048)                         # (N, T) = (B*G, T)
 QUICK_ADV_SIZES = [(4096, 64), (16384, 8)]
 QUICK_LOSS_SIZE = (64, 256)
 MIN_REPEATS = 5
-TRL_EPS = 1e-4                                  # TRL adds 1e-4 to the std
+COPY, TORCH_COPY = "copy", "torch copy"
+TRL_ADV = "TRL-style two-liner (bench.trl_style_advantages)"
+MIRROR_ADV = "torch mirror (grpo_lab.torch.group_advantages)"
+TRL_LOSS = "TRL-style eager (bench.trl_style_loss)"
+MIRROR_LOSS = "torch mirror (grpo_lab.torch.grpo_loss)"
+FUSED_LOSS = "fused (loss_fused.grpo_loss_fused)"
+NUMPY_PLAIN, NUMPY_REF = "numpy plain formula", "numpy reference (gl.group_advantages)"
+NUMPY_FAST = "numpy fast (gl.group_advantages_fast)"
+
+# The goals. Issue 7: the fast path's time as a multiple of the copy's (G >= 64, G < 64) and
+# its peak as a multiple of the output; the fused loss's speedup over the TRL-style loss and
+# its fraction of that loss's peak. Issue 13: the torch mirror's loss time and peak, and its
+# advantages' time, as multiples of the TRL-style code's.
+FAST_GOAL_RATIO_LONG, FAST_GOAL_RATIO_SHORT, FAST_GOAL_PEAK = 2.0, 3.0, 1.1
+FUSED_GOAL_SPEEDUP, FUSED_GOAL_PEAK = 3.0, 1 / 3
+MIRROR_GOAL_TIME, MIRROR_GOAL_PEAK, MIRROR_GOAL_ADV_TIME = 1.2, 1.2, 1.0
 
 
-# --- the baselines ----------------------------------------------------------------------------
+# --- the benchmarks ----------------------------------------------------------------------------
 
-def plain_advantages(rewards, eps=1e-8):
-    """The formula as written, in the rewards' dtype: (r - mean) / (std + eps), row by row.
-
-    Three reductions and three full-size temporaries; in float32 the squares inside ``std``
-    overflow for rewards above about 1e19 (chapter 1). A baseline, not for use.
-    """
-    mean = rewards.mean(axis=1, keepdims=True)                 # (B, 1)
-    std = rewards.std(axis=1, keepdims=True)                   # (B, 1)
-    return (rewards - mean) / (std + eps)                      # (B, G)
-
-
-def trl_style_advantages(rewards, G, eps=TRL_EPS):
-    """Group advantages the way TRL's ``GRPOTrainer`` composes them, on a flat torch tensor.
-
-    ``rewards`` is (B*G,), the groups side by side. The group statistics are computed on a
-    (B, G) view and then *repeated* back to (B*G,) with ``repeat_interleave`` before the
-    subtraction and the division: two more full-size tensors than the broadcast needs.
-    ``torch.std`` is Bessel-corrected, so this equals ``group_advantages(ddof=1, eps=1e-4)``.
-    (Written after the description in TRL's ``_generate_and_score_completions``; not copied.)
-    """
-    mean_grouped = rewards.view(-1, G).mean(dim=1)             # (B,)
-    std_grouped = rewards.view(-1, G).std(dim=1)               # (B,)
-    mean_grouped = mean_grouped.repeat_interleave(G, dim=0)    # (B*G,)
-    std_grouped = std_grouped.repeat_interleave(G, dim=0)      # (B*G,)
-    return (rewards - mean_grouped) / (std_grouped + eps)      # (B*G,)
-
-
-# --- measuring ---------------------------------------------------------------------------------
-
-def _round_robin(fns, repeats, sync):
-    """Time each callable ``repeats`` times, interleaved; returns {name: [seconds, ...]}."""
-    for fn in fns.values():                                    # warm-up: caches, allocators
-        fn()
-        sync()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
-def _peak_numpy(fn):
-    """Peak bytes NumPy allocates during ``fn()`` (result included), by tracemalloc."""
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        result = fn()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    del result
-    return peak
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Silence file descriptor 2 (the profiler's C++ side logs its start and stop there)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _peak_torch(fn, device):
-    """Peak bytes torch allocates during ``fn()`` on ``device`` (see the module docstring)."""
+def _torch_rows(bench, shape, fns, repeats, device, out_bytes, reset=lambda: None):
+    """Peak memory (after a warm-up, ``reset()`` before each) and interleaved times of ``fns``."""
     import torch
-    if device == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        result = fn()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
-        del result
-        return peak
-    from torch.profiler import ProfilerActivity, profile
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn()
-    del result
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]")
-    current = peak = 0
-    for _, nbytes in events:                  # allocations are positive, frees negative
-        current += nbytes
-        peak = max(peak, current)
-    return peak
-
-
-def _rows(bench, shape, times, peaks, out_bytes, devices, copy_name="copy"):
-    """One result row per implementation: median time, median ratio to the copy, memory."""
-    rows = []
-    copy = times[copy_name]
-    for name, ts in times.items():
-        ratios = [t / c for t, c in zip(ts, copy)]
-        rows.append({
-            "bench": bench, "shape": list(shape), "impl": name, "device": devices[name],
-            "median_s": statistics.median(ts), "times_s": ts,
-            "ratio_to_copy": statistics.median(ratios),
-            "peak_extra_bytes": peaks.get(name),
-            "peak_extra_vs_output": (None if peaks.get(name) is None
-                                     else peaks[name] / out_bytes),
-            "output_bytes": out_bytes,
-        })
-    return rows
-
-
-def _torch_or_none():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
-
-
-def _torch_mirror(name):
-    """``grpo_lab.torch.<name>`` if the torch path provides it, else None."""
-    try:
-        import grpo_lab.torch as glt
-    except ImportError:
-        return None
-    return getattr(glt, name, None)
-
-
-def bench_advantages(shape, repeats, device, seed=0):
-    """group_advantages implementations at (B, G) float32, each against a copy of its size."""
-    B, G = shape
-    rng = np.random.default_rng(seed)
-    rewards = rng.normal(size=shape).astype(np.float32)        # (B, G)
-    out = np.empty_like(rewards)
-    fns = {
-        "copy": lambda: np.copyto(out, rewards),
-        "numpy plain formula": lambda: plain_advantages(rewards),
-        "numpy reference (gl.group_advantages)": lambda: group_advantages(rewards),
-        "numpy fast (gl.group_advantages_fast)": lambda: advantages_fast.group_advantages_fast(
-            rewards),
-    }
-    devices = dict.fromkeys(fns, "cpu")
-    peaks = {name: _peak_numpy(fn) for name, fn in fns.items() if name != "copy"}
-    times = _round_robin(fns, repeats, lambda: None)
-    rows = _rows("group_advantages", shape, times, peaks, rewards.nbytes, devices)
-
-    torch = _torch_or_none()
-    if torch is not None:
-        flat = torch.from_numpy(rewards.reshape(-1)).to(device)    # (B*G,)
-        flat_out = torch.empty_like(flat)
-        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-        tfns = {"torch copy": lambda: flat_out.copy_(flat),
-                "torch eager, TRL style": lambda: trl_style_advantages(flat, G)}
-        mirror = _torch_mirror("group_advantages")
-        if mirror is not None:
-            rewards_t = flat.view(B, G)
-            tfns["torch mirror (grpo_lab.torch)"] = lambda: mirror(rewards_t)
-        tpeaks = {name: _peak_torch(fn, device) for name, fn in tfns.items() if name != "torch copy"}
-        ttimes = _round_robin(tfns, repeats, sync)
-        rows += _rows("group_advantages", shape, ttimes, tpeaks, rewards.nbytes,
-                      dict.fromkeys(tfns, device), copy_name="torch copy")
-    return rows
-
-
-def _loss_inputs(shape, device, seed=0):
-    """Seeded per-token log-probs, advantages and a padded mask (prefixes of random length)."""
-    import torch
-    N, T = shape
-    gen = torch.Generator().manual_seed(seed)
-    logp = -2.0 + 0.3 * torch.randn(N, T, generator=gen)
-    old = logp + 0.05 * torch.randn(N, T, generator=gen)
-    ref = logp + 0.05 * torch.randn(N, T, generator=gen)
-    adv = torch.randn(N, generator=gen)
-    lengths = torch.randint(T // 4, T + 1, (N,), generator=gen)
-    mask = torch.arange(T)[None, :] < lengths[:, None]            # (N, T) valid prefix
-    return [t.to(device) for t in (logp, old, ref, adv, mask)]
-
-
-def bench_loss(shape, repeats, device, seed=0):
-    """The GRPO loss, forward + backward, eager vs fused (vs the torch mirror, if present)."""
-    import torch
-
-    from grpo_lab.perf import loss_fused
-    logp, old, ref, adv, mask = _loss_inputs(shape, device, seed)
-    leaf = logp.clone().requires_grad_()
-    copy_out = torch.empty_like(logp)
-
-    def step(fn):
-        def run_once():
-            leaf.grad = None
-            loss, _ = fn(leaf, old, ref, adv, mask)
-            loss.backward()
-            return leaf.grad
-        return run_once
-
-    fns = {"torch copy": lambda: copy_out.copy_(logp),
-           "eager, TRL style (loss_fused.grpo_loss_eager)": step(loss_fused.grpo_loss_eager),
-           "fused (loss_fused.grpo_loss_fused)": step(loss_fused.grpo_loss_fused)}
-    mirror = _torch_mirror("grpo_loss")
-    if mirror is not None:
-        fns["torch mirror (grpo_lab.torch.grpo_loss)"] = step(mirror)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for fn in fns.values():
         fn()
     peaks = {}
     for name, fn in fns.items():
-        if name != "torch copy":
+        if name != TORCH_COPY:
+            reset()
+            peaks[name] = peak_bytes_torch(fn, device)
+    times = time_round_robin(fns, repeats, torch.cuda.synchronize if device == "cuda" else None)
+    return result_rows(bench, shape, times, peaks, out_bytes, dict.fromkeys(fns, device),
+                       TORCH_COPY)
+
+
+def bench_advantages(shape, repeats, device="cpu", seed=0):
+    """Every group_advantages at (B, G) float32, each against a copy of its size; JSON rows."""
+    B, G = shape
+    rewards = np.random.default_rng(seed).normal(size=shape).astype(np.float32)   # (B, G)
+    out = np.empty_like(rewards)
+    fns = {COPY: lambda: np.copyto(out, rewards),
+           NUMPY_PLAIN: lambda: plain_advantages(rewards),
+           NUMPY_REF: lambda: group_advantages(rewards),
+           NUMPY_FAST: lambda: group_advantages_fast(rewards)}
+    peaks = {name: peak_bytes_numpy(fn) for name, fn in fns.items() if name != COPY}
+    times = time_round_robin(fns, repeats)
+    rows = result_rows("group_advantages", shape, times, peaks, rewards.nbytes,
+                       dict.fromkeys(fns, "cpu"))
+    torch = torch_or_none()
+    if torch is None:
+        return rows
+    flat = torch.from_numpy(rewards.reshape(-1)).to(device)                       # (B*G,)
+    flat_out, mirror = torch.empty_like(flat), torch_mirror("group_advantages")
+    tfns = {TORCH_COPY: lambda: flat_out.copy_(flat),
+            TRL_ADV: lambda: trl_style_advantages(flat, G),
+            MIRROR_ADV: lambda: mirror(flat.view(B, G), TRL_EPS, ddof=1)}          # the same std
+    return rows + _torch_rows("group_advantages", shape, tfns, repeats, device, rewards.nbytes)
+
+
+def bench_loss(shape, repeats, device="cpu", seed=0):
+    """The GRPO loss, forward + backward: TRL-style eager, torch mirror, fused; JSON rows."""
+    import torch
+
+    from grpo_lab.perf.loss_fused import grpo_loss_fused
+    logp, old, ref, adv, mask = loss_inputs(shape, device, seed)
+    leaf = logp.clone().requires_grad_()
+    copy_out = torch.empty_like(logp)
+
+    def step(loss_fn):
+        def forward_backward():
             leaf.grad = None
-            peaks[name] = _peak_torch(fn, device)
-    times = _round_robin(fns, repeats, sync)
-    return _rows("grpo_loss fwd+bwd", shape, times, peaks, logp.numel() * logp.element_size(),
-                 dict.fromkeys(fns, device), copy_name="torch copy")
+            loss, _ = loss_fn(leaf, old, ref, adv, mask)
+            loss.backward()
+            return leaf.grad
+        return forward_backward
+
+    def reset():
+        leaf.grad = None
+
+    fns = {TORCH_COPY: lambda: copy_out.copy_(logp), TRL_LOSS: step(trl_style_loss),
+           MIRROR_LOSS: step(torch_mirror("grpo_loss")), FUSED_LOSS: step(grpo_loss_fused)}
+    return _torch_rows("grpo_loss fwd+bwd", shape, fns, repeats, device,
+                       logp.numel() * logp.element_size(), reset)
 
 
-def _environment(args):
+# --- the goals ----------------------------------------------------------------------------------
+
+#: measured value -> its goal's key; lower is better except for a speedup.
+GOAL_KEYS = {"ratio_to_copy": "goal_ratio", "peak_vs_output": "goal_peak",
+             "speedup": "goal_speedup", "peak_fraction_of_eager": "goal_peak_fraction",
+             "time_vs_trl": "goal_time_vs_trl", "peak_vs_trl": "goal_peak_vs_trl"}
+
+
+def _goal_row(what, **measured):
+    """``{"what", <key>, <goal key>, ..., "goal_met"}`` from ``key=(value, goal)`` pairs."""
+    row, met = {"what": what}, True
+    for key, (value, goal) in measured.items():
+        row[key], row[GOAL_KEYS[key]] = value, goal
+        met = met and (value >= goal if key == "speedup" else value <= goal)
+    row["goal_met"] = bool(met)
+    return row
+
+
+def _paired(rows, row, baseline):
+    """Median over rounds of ``row``'s time / the baseline's, and the ratio of their peaks."""
+    base = next(r for r in rows if r["impl"] == baseline and r["bench"] == row["bench"]
+                and r["shape"] == row["shape"])
+    time_ratio = statistics.median(x / y for x, y in zip(row["times_s"], base["times_s"]))
+    return time_ratio, row["peak_extra_bytes"] / base["peak_extra_bytes"]
+
+
+def summary(rows):
+    """The issues' goals next to what was measured, one dict per goal (see the module)."""
+    out = []
+    for row in rows:
+        shape, impl, at = row["shape"], row["impl"], tuple(row["shape"])
+        if impl == NUMPY_FAST:
+            goal = FAST_GOAL_RATIO_LONG if shape[1] >= 64 else FAST_GOAL_RATIO_SHORT
+            out.append(_goal_row(f"group_advantages_fast {at}",
+                                 ratio_to_copy=(row["ratio_to_copy"], goal),
+                                 peak_vs_output=(row["peak_extra_vs_output"], FAST_GOAL_PEAK)))
+        elif impl == MIRROR_ADV:
+            time_ratio, _ = _paired(rows, row, TRL_ADV)
+            out.append(_goal_row(f"torch mirror advantages vs TRL-style two-liner {at}",
+                                 time_vs_trl=(time_ratio, MIRROR_GOAL_ADV_TIME)))
+        elif impl == MIRROR_LOSS:
+            time_ratio, peak_ratio = _paired(rows, row, TRL_LOSS)
+            out.append(_goal_row(f"torch mirror loss vs TRL-style eager {at} fwd+bwd",
+                                 time_vs_trl=(time_ratio, MIRROR_GOAL_TIME),
+                                 peak_vs_trl=(peak_ratio, MIRROR_GOAL_PEAK)))
+        elif impl == FUSED_LOSS:
+            time_ratio, peak_ratio = _paired(rows, row, TRL_LOSS)
+            out.append(_goal_row(f"fused loss vs TRL-style eager {at} fwd+bwd",
+                                 speedup=(1 / time_ratio, FUSED_GOAL_SPEEDUP),
+                                 peak_fraction_of_eager=(peak_ratio, FUSED_GOAL_PEAK)))
+    return out
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def _environment(quick, repeats, device):
     info = {"python": sys.version.split()[0], "numpy": np.__version__,
             "platform": platform.platform(), "processor": platform.processor(),
-            "cpu_count": os.cpu_count(), "quick": args.quick, "repeats": args.repeats,
-            "device": args.device, "load_average_start": list(os.getloadavg()),
+            "cpu_count": os.cpu_count(), "quick": quick, "repeats": repeats,
+            "device": device, "load_average_start": list(os.getloadavg()),
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
             "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS")}
-    torch = _torch_or_none()
+    torch = torch_or_none()
     if torch is not None:
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-        if args.device == "cuda":
+        info.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
+        if device == "cuda":
             info["gpu"] = torch.cuda.get_device_name()
     return info
-
-
-def _summary(rows):
-    """The issue's goals, side by side with what was measured."""
-    def find(bench, shape, impl):
-        for row in rows:
-            if row["bench"] == bench and row["shape"] == list(shape) and impl in row["impl"]:
-                return row
-        return None
-    summary = []
-    for row in rows:
-        if row["impl"].startswith("numpy fast"):
-            goal = 2.0 if row["shape"][1] >= 64 else 3.0
-            summary.append({"what": f"group_advantages_fast {tuple(row['shape'])}",
-                            "ratio_to_copy": row["ratio_to_copy"], "goal_ratio": goal,
-                            "peak_vs_output": row["peak_extra_vs_output"], "goal_peak": 1.1})
-    fused = [r for r in rows if r["impl"].startswith("fused")]
-    for row in fused:
-        eager = find(row["bench"], row["shape"], "eager")
-        summary.append({
-            "what": f"fused loss vs eager {tuple(row['shape'])} fwd+bwd",
-            "speedup": statistics.median(e / f for e, f in zip(eager["times_s"], row["times_s"])),
-            "goal_speedup": 3.0,
-            "peak_fraction_of_eager": row["peak_extra_bytes"] / eager["peak_extra_bytes"],
-            "goal_peak_fraction": 1 / 3})
-    return summary
 
 
 def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), threads=None,
@@ -329,13 +220,12 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), th
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats: expected at least {MIN_REPEATS}, got {repeats}")
-    args = argparse.Namespace(quick=quick, repeats=repeats, device=device)
-    torch = _torch_or_none()
+    torch = torch_or_none()
     if threads is None and device == "cpu":
         threads = 1
     if threads is not None and torch is not None:
         torch.set_num_threads(threads)
-    env = _environment(args)
+    env = _environment(quick, repeats, device)
     rows = []
     if "advantages" in only:
         for shape in adv_sizes or (QUICK_ADV_SIZES if quick else ADV_SIZES):
@@ -344,35 +234,36 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), th
         rows += bench_loss(tuple(loss_size or (QUICK_LOSS_SIZE if quick else LOSS_SIZE)),
                            repeats, device)
     env["load_average_end"] = list(os.getloadavg())
-    return {"environment": env, "results": rows, "summary": _summary(rows)}
+    return {"environment": env, "results": rows, "summary": summary(rows)}
 
 
 def print_report(report, file=sys.stdout):
-    """The report as a table, then the summary against the issue's goals."""
+    """The report as a table, then each goal next to what was measured."""
     env = report["environment"]
     print(f"grpo_lab.bench on {env['platform']} ({env['cpu_count']} CPUs), numpy "
           f"{env['numpy']}, torch {env.get('torch', 'absent')}; load average "
           f"{env['load_average_start'][0]:.2f} -> {env['load_average_end'][0]:.2f}", file=file)
-    header = f"{'bench':18s} {'shape':>14s} {'implementation':48s} {'dev':4s} " \
-             f"{'median ms':>10s} {'x copy':>7s} {'peak MiB':>9s} {'x out':>6s}"
-    print(header, file=file)
+    print(f"{'bench':18s} {'shape':>14s} {'implementation':48s} {'dev':4s} {'median ms':>10s} "
+          f"{'x copy':>7s} {'peak MiB':>9s} {'x out':>6s}", file=file)
     for r in report["results"]:
-        peak, times_out = r["peak_extra_bytes"], r["peak_extra_vs_output"]
-        peak_mib = "" if peak is None else f"{peak / 2**20:.1f}"
-        vs_out = "" if times_out is None else f"{times_out:.2f}"
+        peak, vs_out = r["peak_extra_bytes"], r["peak_extra_vs_output"]
         print(f"{r['bench']:18s} {str(tuple(r['shape'])):>14s} {r['impl']:48s} {r['device']:4s} "
-              f"{r['median_s'] * 1e3:10.2f} {r['ratio_to_copy']:7.2f} {peak_mib:>9s} "
-              f"{vs_out:>6s}", file=file)
+              f"{r['median_s'] * 1e3:10.2f} {r['ratio_to_copy']:7.2f} "
+              f"{'' if peak is None else f'{peak / 2**20:.1f}':>9s} "
+              f"{'' if vs_out is None else f'{vs_out:.2f}':>6s}", file=file)
     for s in report["summary"]:
-        print("summary:", ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                     for k, v in s.items()), file=file)
+        checks = ", ".join(f"{key} {s[key]:.3g} (goal {'>=' if key == 'speedup' else '<='} "
+                           f"{s[GOAL_KEYS[key]]:.3g})" for key in GOAL_KEYS if key in s)
+        print(f"summary: {s['what']}: {checks}: {'met' if s['goal_met'] else 'NOT met'}",
+              file=file)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m grpo_lab.bench",
         description="Each group_advantages and GRPO loss implementation against a memory copy "
-                    "of the same size; writes JSON.")
+                    "of the same size, and the torch mirror against TRL-style eager code; "
+                    "writes JSON.")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--repeats", type=int, default=7,
                         help=f"timed rounds, at least {MIN_REPEATS} (default 7)")
@@ -392,7 +283,7 @@ def main(argv=None):
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads: expected a positive integer, got {args.threads}")
     if args.device == "cuda":
-        torch = _torch_or_none()
+        torch = torch_or_none()
         if torch is None or not torch.cuda.is_available():
             parser.error("--device cuda: expected torch with a CUDA device, got "
                          + ("no torch" if torch is None else "no CUDA device"))

@@ -1,6 +1,7 @@
-r"""The roofline model, bytes-moved counts, GPU bandwidth arithmetic, and chapter 7's figures.
+r"""The roofline model, bytes-moved counts and GPU bandwidth arithmetic.
 
-Taught in chapter 7 (``chapters/07_performance.ipynb``).
+Taught in chapter 7 (``chapters/07_performance.ipynb``), whose figures are drawn by
+``gl.book.ch07``.
 
 The roofline (Williams, Waterman and Patterson, 2009): a kernel that does ``F`` flops and must
 move ``M`` bytes between memory and the processor takes at least
@@ -22,7 +23,7 @@ import numpy as np
 
 __all__ = ["ADV_FLOPS_PER_REWARD", "GPU", "H100_SXM", "LOSS_FLOPS_PER_TOKEN", "TraceCount",
            "advantages_min_bytes", "attainable", "loss_min_bytes", "measure_matmul_flops",
-           "ratio_figure", "roofline_figure", "trace_torch_traffic"]
+           "trace_torch_traffic"]
 
 #: Flops per reward of group advantages: row sum (add), deviation (sub), square (mul), sum of
 #: squares (add), scale (mul). The per-row sqrt and divide are 1/G of that, left out.
@@ -135,51 +136,9 @@ def measure_matmul_flops(n=1024, repeats=5, dtype=np.float32):
     return 2 * n ** 3 / best
 
 
-# --- figures ----------------------------------------------------------------------------------
-
-def ratio_figure(report, ax=None):
-    """Horizontal bars: each implementation's median time as a multiple of the copy (log x)."""
-    import matplotlib.pyplot as plt
-    rows = [r for r in report["results"] if "copy" not in r["impl"]]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.4))
-    labels = [f"{r['bench']} {tuple(r['shape'])}\n{r['impl']}" for r in rows]
-    ratios = [r["ratio_to_copy"] for r in rows]
-    colours = ["tab:green" if ("fast" in r["impl"] or "fused" in r["impl"]) else "tab:gray"
-               for r in rows]
-    y = np.arange(len(rows))[::-1]
-    ax.barh(y, ratios, color=colours)
-    for yi, ratio in zip(y, ratios):
-        ax.text(ratio * 1.05, yi, f"{ratio:.1f}x", va="center", fontsize=8)
-    ax.axvline(1.0, color="k", lw=1)
-    ax.set_xscale("log")
-    ax.set_yticks(y)
-    ax.set_yticklabels(labels, fontsize=7)
-    ax.set_xlabel("median time / time of a memory copy of the same size (log scale; 1 = copy)")
-    fast = [r for r in rows if r["impl"].startswith("numpy fast")]
-    ref = [r for r in rows if r["impl"].startswith("numpy reference")]
-    if fast and ref:
-        gain = np.median([r["ratio_to_copy"] / f["ratio_to_copy"] for r, f in zip(ref, fast)])
-        ax.set_title(f"Blocking and fusing bring group_advantages {gain:.0f}x closer to the copy")
-    ax.figure.tight_layout()
-    return ax.figure
-
-
-def roofline_figure(bandwidth, peak_flops, points, ax=None, title=None):
-    """The roofline ``min(P, I W)`` on log-log axes, with ``points``: {label: (I, flop/s)}."""
-    import matplotlib.pyplot as plt
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.5))
-    intensity = np.logspace(-2, 3, 200)
-    ax.loglog(intensity, attainable(intensity, peak_flops, bandwidth) / 1e9, "k-", lw=2,
-              label=f"roof: {bandwidth / 1e9:.0f} GB/s, {peak_flops / 1e9:.0f} GFLOP/s")
-    ax.axvline(peak_flops / bandwidth, color="k", ls=":", lw=1)
-    ax.text(peak_flops / bandwidth * 1.1, peak_flops / 1e9 / 3, "ridge point", fontsize=8)
-    for (label, (i, flops)), marker in zip(points.items(), "osD^vP*X"):
-        ax.loglog([i], [flops / 1e9], marker, ms=8, label=label)
-    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
-    ax.set_ylabel("attained GFLOP/s")
-    ax.set_title(title or "Memory-bound: every implementation sits under the sloped roof")
-    ax.legend(fontsize=7, loc="lower right")
-    ax.figure.tight_layout()
-    return ax.figure
+def __getattr__(name):
+    if name in ("ratio_figure", "roofline_figure"):
+        raise AttributeError(f"grpo_lab.perf.roofline.{name} moved to the book's chapter 7 "
+                             f"module: gl.book.ch07.{name}, which takes fig= (a Figure) "
+                             f"instead of ax= and returns the Figure")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

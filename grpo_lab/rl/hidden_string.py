@@ -28,13 +28,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from grpo_lab.numerics.validate import check_choice, check_int, check_real
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.gae import gae
-from grpo_lab.core.losses import grpo_loss
+from grpo_lab.core.loss import grpo_loss
+from grpo_lab.core.surrogate import surrogate_grad_logp
+from grpo_lab.numerics.logprobs import log_softmax
+from grpo_lab.numerics.validate import check_choice, check_int, check_real
 
-__all__ = ["Adam", "Critic", "Task", "TrainConfig", "METHODS", "learning_curves_figure",
-           "policy_grad", "run", "surrogate_grad_logp", "train"]
+__all__ = ["Adam", "Critic", "METHODS", "Task", "ToyConfig", "policy_grad", "run_toy",
+           "sample_tokens", "softmax", "token_logp", "train_toy"]
 
 METHODS = ("ppo", "grpo")
 
@@ -83,12 +85,7 @@ def softmax(theta):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def log_softmax(theta):
-    z = theta - theta.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-
-
-def sample(theta, prompts, rng):
+def sample_tokens(theta, prompts, rng):
     """One completion per entry of ``prompts``: tokens (N, T) drawn from softmax(theta[p])."""
     probs = softmax(theta[prompts])                                        # (N, T, V)
     u = rng.random(probs.shape[:2] + (1,))                                 # (N, T, 1)
@@ -98,27 +95,13 @@ def sample(theta, prompts, rng):
 
 def token_logp(theta, prompts, tokens):
     """log pi_theta(y_t) of each sampled token: (N, T)."""
-    logp_all = log_softmax(theta[prompts])                                 # (N, T, V)
+    logp_all = log_softmax(theta[prompts])                                 # (N, T, V), gl.log_softmax
     return np.take_along_axis(logp_all, tokens[..., None], axis=-1)[..., 0]
 
 
 # --- the gradient of the loss -------------------------------------------------------------------
-
-def surrogate_grad_logp(logp, old_logp, adv, weights, *, eps_low=0.2, eps_high=None):
-    """d loss / d logp for the clipped surrogate of ``gl.clipped_surrogate_loss``, aggregated
-    with per-token ``weights`` (from ``gl.aggregation_weights``); beta = 0.
-
-    ``loss = sum w * max(-A r, -A clip(r))`` with ``r = exp(logp - old_logp)``: where the
-    unclipped term is the larger, ``d loss / d logp = -w A r``; where the clipped one is, 0.
-    """
-    eps_high = eps_low if eps_high is None else eps_high
-    ratio = np.exp(logp - old_logp)                                        # (N, T)
-    adv = np.broadcast_to(adv if np.ndim(adv) == 2 else np.asarray(adv)[:, None], ratio.shape)
-    pg_loss1 = -adv * ratio
-    pg_loss2 = -adv * np.clip(ratio, 1 - eps_low, 1 + eps_high)
-    unclipped = pg_loss1 >= pg_loss2                                       # gradient flows
-    return np.where(unclipped, -weights * adv * ratio, 0.0)                # (N, T)
-
+# d loss / d logp per token is gl.surrogate_grad_logp (beta = 0); each token's aggregation
+# weight multiplies it. The chain rule through the tabular softmax then gives d loss / d theta.
 
 def policy_grad(theta, prompts, tokens, grad_logp):
     """Chain rule through the tabular softmax: d loss / d theta, shape (P, T, V).
@@ -200,7 +183,7 @@ class Adam:
 # --- training ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class TrainConfig:
+class ToyConfig:
     """One setting for both methods; only ``method`` differs between a PPO and a GRPO run."""
 
     method: str = "grpo"
@@ -216,7 +199,7 @@ class TrainConfig:
     task: dict = field(default_factory=lambda: {"n_prompts": 8, "length": 16, "vocab": 8})
 
 
-def train(cfg: TrainConfig, seed: int = 0):
+def train_toy(cfg: ToyConfig, seed: int = 0):
     """Train one policy with ``cfg.method`` and return its history.
 
     Returns a dict: ``reward`` (exact expected reward after each round, (iterations + 1,),
@@ -251,7 +234,7 @@ def train(cfg: TrainConfig, seed: int = 0):
             prompts = np.repeat(rng.integers(0, P, size=N // G), G)      # (N,) grouped
         else:
             prompts = rng.integers(0, P, size=N)                          # (N,)
-        tokens = sample(theta, prompts, rng)                              # (N, T)
+        tokens = sample_tokens(theta, prompts, rng)                              # (N, T)
         r = task.rewards(prompts, tokens)                                 # (N,)
         old_logp = token_logp(theta, prompts, tokens)                     # (N, T)
 
@@ -271,7 +254,7 @@ def train(cfg: TrainConfig, seed: int = 0):
             logp = token_logp(theta, prompts, tokens)
             _, diag = grpo_loss(logp, old_logp, None, adv, mask, eps_low=cfg.eps_low, beta=0.0)
             fracs.append(diag["clip_frac"])
-            g_logp = surrogate_grad_logp(logp, old_logp, adv, weights, eps_low=cfg.eps_low)
+            g_logp = weights * surrogate_grad_logp(logp, old_logp, adv, eps_low=cfg.eps_low)
             opt.step([policy_grad(theta, prompts, tokens, g_logp)])
             if critic is not None:
                 critic_opt.step(critic.grads(prompts, tokens, returns))
@@ -286,7 +269,7 @@ def train(cfg: TrainConfig, seed: int = 0):
             "clip_frac": np.array(clip_frac), "state_bytes": state, "seconds": seconds}
 
 
-def run(cfg: TrainConfig = TrainConfig(), seeds=range(5), *, trace_memory=True):
+def run_toy(cfg: ToyConfig = ToyConfig(), seeds=range(5), *, trace_memory=True):
     """Train PPO and GRPO with the same ``cfg`` (and so the same sample budget) on ``seeds``.
 
     Returns ``{method: {"reward": (n_seeds, iterations + 1), "samples": ..., "clip_frac": ...,
@@ -300,13 +283,13 @@ def run(cfg: TrainConfig = TrainConfig(), seeds=range(5), *, trace_memory=True):
     runs = {method: [] for method in METHODS}
     for seed in seeds:
         for method in METHODS:
-            runs[method].append(train(configs[method], seed))
+            runs[method].append(train_toy(configs[method], seed))
     out = {}
     for method, hist in runs.items():
         peak = None
         if trace_memory:
             tracemalloc.start()
-            train(configs[method], seeds[0])
+            train_toy(configs[method], seeds[0])
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
         out[method] = {"reward": np.stack([h["reward"] for h in hist]),
@@ -317,30 +300,15 @@ def run(cfg: TrainConfig = TrainConfig(), seeds=range(5), *, trace_memory=True):
     return out
 
 
-def learning_curves_figure(results, *, fig=None):
-    """Expected reward against completions sampled, for each method: the mean over seeds
-    (line), one standard deviation (band) and each seed (thin lines)."""
-    import matplotlib.pyplot as plt
+#: Names this module had before its toy got names of its own (gl.train has TrainConfig, train).
+RENAMED = {"TrainConfig": "gl.hidden_string.ToyConfig", "train": "gl.hidden_string.train_toy",
+           "run": "gl.hidden_string.run_toy", "sample": "gl.hidden_string.sample_tokens"}
 
-    if fig is None:
-        fig = plt.figure(figsize=(7, 4))
-    fig.clear()
-    ax = fig.subplots()
-    colors = {"ppo": "#e1812c", "grpo": "#3b75af"}
-    for method, res in results.items():
-        x, R = res["samples"], res["reward"]                       # (I+1,), (seeds, I+1)
-        mean, sd = R.mean(axis=0), R.std(axis=0)
-        label = {"ppo": "PPO (critic + GAE)", "grpo": "GRPO (group baseline)"}[method]
-        ax.plot(x, mean, color=colors[method], lw=2, label=f"{label}, {len(R)} seeds")
-        ax.fill_between(x, mean - sd, mean + sd, color=colors[method], alpha=0.25)
-        for row in R:
-            ax.plot(x, row, color=colors[method], lw=0.5, alpha=0.5)
-    ax.set_xlabel("completions sampled (the same budget for both)")
-    ax.set_ylabel("expected reward (fraction of tokens right)")
-    ax.set_ylim(0, 1.02)
-    final = " vs ".join(f"{m.upper()} {r['reward'][:, -1].mean():.2f} ± {r['reward'][:, -1].std():.2f}"
-                        for m, r in results.items())
-    ax.set_title(f"Same sample budget; final reward {final}", fontsize=10)
-    ax.legend(loc="lower right", fontsize=9)
-    fig.tight_layout()
-    return fig
+
+def __getattr__(name):
+    if name in RENAMED:
+        raise AttributeError(f"grpo_lab.rl.hidden_string.{name} is now {RENAMED[name]}")
+    if name == "learning_curves_figure":
+        raise AttributeError("grpo_lab.rl.hidden_string.learning_curves_figure moved to the "
+                             "book's chapter 2 module: gl.book.ch02.learning_curves_figure(results)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,23 +6,18 @@ DeepSeek-R1 (2025, section 2.2.2) trains R1-Zero with two rule-based rewards and
 model: an **accuracy** reward (is the final answer right?) and a **format** reward (is the
 reasoning inside ``<think>...</think>`` and the answer inside ``<answer>...</answer>``?).
 
-A completion is text written by the policy, so it is treated as hostile:
-
-* it is **never evaluated as code** (no ``eval``, ``exec``, ``int()`` on raw text, no regular
-  expression that can backtrack): ``__import__('os').system('x')`` is just characters, and
-  ``9**9**9**9`` is not a number;
-* parsing is **bounded**: a completion longer than ``max_chars`` gets the lowest reward at
-  once, every scan is a linear ``str.find`` or ``str.count``, and a number has at most
-  ``MAX_NUMBER_CHARS`` characters, so the time per call is at most linear in ``max_chars``;
-* only **ASCII digits** make a number: ``int('١٢')`` is 12 in Python, but a verifier that
-  accepts Arabic-Indic or full-width digits is a verifier the policy can learn to game;
-* a reward function returns a float for every string and raises only for bad *arguments*
-  from the caller (a completion that is not a ``str``, an ``answer`` that is not a number
-  under ``compare="numeric"``), with the package's ``<argument>: expected ..., got ...``.
+The completion is hostile text; how it is read (never evaluated, bounded, ASCII digits only)
+is :mod:`grpo_lab.rl.parsing`, whose names are re-exported here (``gl.rewards.extract_answer``,
+``gl.rewards.parse_number``, ``THINK``, ``ANSWER``, ``TAGS``, ``MAX_CHARS``). A reward
+function returns a float for every string and raises only for bad *arguments* from the caller
+(a completion that is not a ``str``, an ``answer`` that is not a number under
+``compare="numeric"``), with the package's ``<argument>: expected ..., got ...``.
 
 =====================  =====================================================================
 Function               Meaning
 =====================  =====================================================================
+extract_answer         the text of the one ``<answer>`` tag, or None (from ``parsing``)
+parse_number           an ASCII decimal as an exact Fraction, or None (from ``parsing``)
 accuracy_reward        1.0 if the ``<answer>`` matches the reference, else 0.0
 format_reward          1.0 for ``<think>...</think><answer>...</answer>`` and nothing else
 contains_reward        a deliberately weak verifier (answer appears anywhere): chapter 5's hack
@@ -38,98 +33,36 @@ from fractions import Fraction
 
 import numpy as np
 
-from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real, describe
+from grpo_lab.core.advantages import group_advantages
+from grpo_lab.numerics.validate import (as_float_array, check_choice, check_int, check_real,
+                                        describe)
+from grpo_lab.rl.parsing import (ANSWER, MAX_CHARS, MAX_NUMBER_CHARS, TAGS, THINK,
+                                 check_completion, extract_answer, parse_number, reference_number)
 
-__all__ = ["THINK", "ANSWER", "MAX_CHARS", "MAX_NUMBER_CHARS", "COMPARES", "extract_answer",
-           "parse_number", "accuracy_reward", "format_reward", "contains_reward",
-           "overlong_penalty", "weighted_sum", "normalise_then_sum"]
+__all__ = ["THINK", "ANSWER", "TAGS", "MAX_CHARS", "MAX_NUMBER_CHARS", "COMPARES",
+           "extract_answer", "parse_number", "reference_number", "accuracy_reward",
+           "check_accuracy_arguments", "format_reward", "contains_reward",
+           "check_contains_arguments", "overlong_penalty", "check_overlong_arguments",
+           "weighted_sum", "normalise_then_sum", "check_reward_components"]
 
-THINK = ("<think>", "</think>")
-ANSWER = ("<answer>", "</answer>")
-TAGS = THINK + ANSWER
-MAX_CHARS = 16_384          # a longer completion scores 0 without being read
-MAX_NUMBER_CHARS = 64       # "-" + 63 digits and a point: far beyond any task here
 COMPARES = ("numeric", "exact")
-_ASCII_DIGITS = frozenset("0123456789")
 
 
-def _check_completion(completion, max_chars) -> int:
-    """Bad *arguments* raise; the text itself is never a reason to raise."""
-    if not isinstance(completion, str):
-        raise TypeError(f"completion: expected a str (the policy's decoded text), got "
-                        f"{describe(completion)}")
-    return check_int("max_chars", max_chars, minimum=1)
+def check_accuracy_arguments(completion, answer, compare, rel_tol, max_chars):
+    """Validate :func:`accuracy_reward`'s arguments: ``(reference, compare, rel_tol, max_chars)``.
 
-
-def extract_answer(completion: str, *, max_chars: int = MAX_CHARS) -> str | None:
-    """The text inside the one ``<answer>...</answer>``, stripped; None if there is not one.
-
-    Exactly one opening and one closing answer tag, in that order, or there is no answer:
-    a completion that lists several answers must not be scored on the one that happens to
-    be right. Longer than ``max_chars``: None, without reading it.
-
-    >>> import grpo_lab as gl
-    >>> gl.rewards.extract_answer("<think>7+5</think><answer> 12 </answer>")
-    '12'
-    >>> gl.rewards.extract_answer("<answer>1</answer><answer>12</answer>") is None
-    True
+    The reference is a Fraction under ``compare="numeric"`` (see :func:`reference_number`)
+    and the stripped ``answer`` str under ``compare="exact"``.
     """
-    max_chars = _check_completion(completion, max_chars)
-    if len(completion) > max_chars:
-        return None
-    open_tag, close_tag = ANSWER
-    if completion.count(open_tag) != 1 or completion.count(close_tag) != 1:
-        return None                                   # missing, repeated or unbalanced
-    start = completion.find(open_tag) + len(open_tag)
-    end = completion.find(close_tag)
-    if end < start:                                   # "</answer> ... <answer>"
-        return None
-    return completion[start:end].strip()
-
-
-def parse_number(text: str) -> Fraction | None:
-    """An ASCII decimal ``[+-]digits[.digits]`` as an exact Fraction; anything else is None.
-
-    Not ``int()`` or ``float()``: they accept unicode digits, ``'1_000'``, ``'nan'`` and
-    ``'1e999'``, and ``int()`` of a long digit string is slow (quadratic) or refused.
-
-    >>> import grpo_lab as gl
-    >>> gl.rewards.parse_number("-12.50")
-    Fraction(-25, 2)
-    >>> [gl.rewards.parse_number(s) for s in ("1e3", "١٢", "9**9", "nan", "")]
-    [None, None, None, None, None]
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"text: expected a str, got {describe(text)}")
-    if not 0 < len(text) <= MAX_NUMBER_CHARS:
-        return None
-    body = text[1:] if text[0] in "+-" else text
-    whole, point, frac = body.partition(".")
-    if not whole or (point and not frac):             # ".5", "5." and "-" are not numbers
-        return None
-    if not set(whole) <= _ASCII_DIGITS or not set(frac) <= _ASCII_DIGITS:
-        return None
-    return Fraction(text)                             # exact: only ASCII digits reach here
-
-
-def _reference_number(answer) -> Fraction:
-    """The caller's reference answer as a Fraction (bad arguments raise)."""
-    if isinstance(answer, (bool, np.bool_)):
-        raise TypeError(f"answer: expected a number or a numeric str, got {describe(answer)}")
-    if isinstance(answer, (int, np.integer)):
-        return Fraction(int(answer))
-    if isinstance(answer, (float, np.floating)):
-        if not np.isfinite(answer):
-            raise ValueError(f"answer: expected a finite number, got {answer}")
-        return Fraction(float(answer))
-    if isinstance(answer, str):
-        number = parse_number(answer.strip())
-        if number is None:
-            raise ValueError(f"answer: expected an ASCII decimal such as '42' or '-1.5' for "
-                             f"compare='numeric', got {answer[:80]!r}; use compare='exact' "
-                             f"for answers that are not numbers")
-        return number
-    raise TypeError(f"answer: expected a number or a numeric str, got {describe(answer)}")
+    compare = check_choice("compare", compare, COMPARES)
+    rel_tol = check_real("rel_tol", rel_tol, minimum=0.0)
+    if compare == "numeric":
+        reference = reference_number(answer)
+    elif isinstance(answer, str):
+        reference = answer.strip()
+    else:
+        raise TypeError(f"answer: expected a str for compare='exact', got {describe(answer)}")
+    return reference, compare, rel_tol, check_completion(completion, max_chars)
 
 
 def accuracy_reward(completion: str, answer, *, compare: str = "numeric",
@@ -164,18 +97,14 @@ def accuracy_reward(completion: str, answer, *, compare: str = "numeric",
     >>> gl.accuracy_reward("<answer>__import__('os').system('x')</answer>", 0)
     0.0
     """
-    compare = check_choice("compare", compare, COMPARES)
-    rel_tol = check_real("rel_tol", rel_tol, minimum=0.0)
-    if compare == "numeric":
-        reference = _reference_number(answer)
-    elif not isinstance(answer, str):
-        raise TypeError(f"answer: expected a str for compare='exact', got {describe(answer)}")
-    text = extract_answer(completion, max_chars=max_chars)
+    reference, compare, rel_tol, max_chars = check_accuracy_arguments(
+        completion, answer, compare, rel_tol, max_chars)
+    text = extract_answer(completion, max_chars=max_chars)    # None unless one answer tag
     if text is None:
         return 0.0
     if compare == "exact":
-        return float(text == answer.strip())
-    value = parse_number(text)
+        return float(text == reference)
+    value = parse_number(text)                                 # None unless an ASCII decimal
     if value is None:
         return 0.0
     # Fractions are exact, so 0.1 + 0.2 == 0.3 here and a 60-digit integer is compared whole.
@@ -198,7 +127,7 @@ def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
     >>> gl.format_reward("<answer>12</answer>")                                  # no think
     0.0
     """
-    max_chars = _check_completion(completion, max_chars)
+    max_chars = check_completion(completion, max_chars)
     if len(completion) > max_chars:
         return 0.0
     text = completion.strip()
@@ -214,6 +143,13 @@ def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
     return float(between.strip() == "" and answer.strip() != "")
 
 
+def check_contains_arguments(completion, answer, max_chars):
+    """Validate :func:`contains_reward`'s arguments: ``(str(answer).strip(), max_chars)``."""
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, np.integer, str)):
+        raise TypeError(f"answer: expected an int or a str, got {describe(answer)}")
+    return str(answer).strip(), check_completion(completion, max_chars)
+
+
 def contains_reward(completion: str, answer, *, max_chars: int = MAX_CHARS) -> float:
     """A deliberately **weak** verifier: 1.0 if ``str(answer)`` appears anywhere in the answer tag.
 
@@ -227,10 +163,24 @@ def contains_reward(completion: str, answer, *, max_chars: int = MAX_CHARS) -> f
     >>> gl.accuracy_reward("<think></think><answer>1213141516</answer>", 14)
     0.0
     """
-    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, np.integer, str)):
-        raise TypeError(f"answer: expected an int or a str, got {describe(answer)}")
+    needle, max_chars = check_contains_arguments(completion, answer, max_chars)
     text = extract_answer(completion, max_chars=max_chars)
-    return float(text is not None and str(answer).strip() in text)
+    return float(text is not None and needle in text)
+
+
+def check_overlong_arguments(lengths, max_len, cache_len):
+    """Validate :func:`overlong_penalty`'s arguments: ``(lengths as float64, max_len,
+    cache_len)``; lengths are integer token counts >= 0, 1 <= cache_len <= max_len."""
+    max_len = check_int("max_len", max_len, minimum=1)
+    cache_len = check_int("cache_len", cache_len, minimum=1, maximum=max_len,
+                          why=" (the soft zone lies inside max_len)")
+    arr, _ = as_float_array("lengths", lengths, shape_doc=" of completion lengths",
+                            min_size=0)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"lengths: expected integer token counts, got dtype {arr.dtype}")
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"lengths: expected lengths >= 0, got {arr.min()}")
+    return arr.astype(np.float64), max_len, cache_len
 
 
 def overlong_penalty(lengths, *, max_len: int, cache_len: int) -> np.ndarray:
@@ -260,22 +210,13 @@ def overlong_penalty(lengths, *, max_len: int, cache_len: int) -> np.ndarray:
     >>> gl.overlong_penalty([10, 16, 18, 20, 21], max_len=20, cache_len=4)
     array([ 0. ,  0. , -0.5, -1. , -1. ])
     """
-    max_len = check_int("max_len", max_len, minimum=1)
-    cache_len = check_int("cache_len", cache_len, minimum=1, maximum=max_len,
-                          why=" (the soft zone lies inside max_len)")
-    arr, _ = as_float_array("lengths", lengths, shape_doc=" of completion lengths",
-                            min_size=0)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"lengths: expected integer token counts, got dtype {arr.dtype}")
-    if arr.size and arr.min() < 0:
-        raise ValueError(f"lengths: expected lengths >= 0, got {arr.min()}")
-    length = arr.astype(np.float64)
-    soft_start = max_len - cache_len
+    length, max_len, cache_len = check_overlong_arguments(lengths, max_len, cache_len)
+    soft_start = max_len - cache_len                            # L_max - L_cache
     ramp = (soft_start - length) / cache_len                    # 0 at soft_start, -1 at max_len
-    return np.where(length <= soft_start, 0.0, np.where(length <= max_len, ramp, -1.0))
+    return np.where(length <= soft_start, 0.0, np.where(length <= max_len, ramp, -1.0))  # (...)
 
 
-def _check_components(rewards, weights):
+def check_reward_components(rewards, weights):
     """rewards (K, B, G) and weights (K,), validated; returns float64 copies."""
     r, _ = as_float_array("rewards", rewards, ndim=3,
                           shape_doc=" of shape (K, B, G): K reward functions")
@@ -297,7 +238,7 @@ def weighted_sum(rewards, weights) -> np.ndarray:
     >>> gl.weighted_sum([acc, fmt], [1.0, 0.5])
     array([[1.5, 0.5, 0. , 1.5]])
     """
-    r, w = _check_components(rewards, weights)
+    r, w = check_reward_components(rewards, weights)   # (K, B, G), (K,)
     return np.tensordot(w, r, axes=1)                  # (K,) . (K, B, G) -> (B, G)
 
 
@@ -316,9 +257,6 @@ def normalise_then_sum(rewards, weights, *, eps: float = 1e-8) -> np.ndarray:
     >>> gl.normalise_then_sum([acc, fmt], [1.0, 0.5]).round(3)
     array([[ 1.289, -0.711, -1.866,  1.289]])
     """
-    from grpo_lab.core.advantages import group_advantages
-
-    r, w = _check_components(rewards, weights)
-    eps = check_real("eps", eps, minimum=0.0)
-    adv = np.stack([group_advantages(r_k, eps) for r_k in r])    # (K, B, G)
-    return np.tensordot(w, adv, axes=1)                           # (B, G)
+    r, w = check_reward_components(rewards, weights)              # (K, B, G), (K,)
+    adv = np.stack([group_advantages(r_k, eps) for r_k in r])    # (K, B, G); it checks eps
+    return np.tensordot(w, adv, axes=1)                           # (K,) . (K, B, G) -> (B, G)

@@ -6,6 +6,9 @@ Taught in chapter 6 (``chapters/06_training_loop.ipynb``). Run it from a shell::
     python -m grpo_lab.train --steps 50 --agg dapo --out runs/dapo
     python -m grpo_lab.train --help
 
+(the command line is :mod:`grpo_lab.rl.cli`; the settings, the metrics and the CSV log are
+:mod:`grpo_lab.rl.train_config`; the curves are drawn by ``gl.book.ch06``).
+
 One GRPO step (:func:`grpo_step`) is the whole algorithm:
 
 1. **sample** G completions for each of B prompts from the current policy, which is also
@@ -24,100 +27,25 @@ The math lives in :mod:`grpo_lab.torch`; this module only wires it to a model an
 
 from __future__ import annotations
 
-import argparse
 import copy
-import csv
 import dataclasses
-import json
 import math
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from grpo_lab.rl import rewards as R
 from grpo_lab import torch as glt
-from grpo_lab.numerics.validate import check_choice, check_int, check_real
+from grpo_lab.rl import rewards as R
 from grpo_lab.rl.task import AdditionTask
 from grpo_lab.rl.tiny_policy import EOS, TinyGPT, Tokenizer, completion_logp, sample
+from grpo_lab.rl.train_config import METRICS, REWARD_KINDS, TrainConfig, write_csv
 
-__all__ = ["TrainConfig", "Run", "Rollout", "make_run", "prepare", "format_warmup", "evaluate", "rollout",
-           "score", "update", "grpo_step", "train", "main", "METRICS"]
-
-REWARD_KINDS = ("accuracy", "contains")
-
-
-@dataclass
-class TrainConfig:
-    """Every setting of a run. The defaults are the full run of chapter 6 and the CLI."""
-
-    seed: int = 0
-    # task: n_terms numbers from 0 to max_term; held_out of all prompts are never trained on
-    n_terms: int = 4
-    max_term: int = 4
-    held_out: float = 0.2
-    balanced: bool = True             # draw training prompts so every sum is equally likely
-    # policy: a one-layer causal transformer, about 60k parameters
-    d_model: int = 64
-    n_layer: int = 1
-    n_head: int = 4
-    positions: bool = False           # no position embeddings: a sum ignores order anyway
-    # format warm-up: supervised on the format with *random* answers (R1's cold start, format only)
-    warmup_steps: int = 60
-    warmup_batch: int = 64
-    warmup_lr: float = 3e-3
-    # GRPO
-    steps: int = 400
-    prompts_per_step: int = 32        # B
-    group_size: int = 16              # G: completions per prompt
-    inner_iters: int = 4              # mu: updates per batch; > 1 makes the ratio matter
-    lr: float = 2e-3                  # Adam; 3e-3 learns faster, then collapses at step ~150
-    max_grad_norm: float = 1.0        # global gradient-norm clip (TRL's default)
-    eps_low: float = 0.2
-    eps_high: float | None = None     # None: symmetric clip; DAPO's clip-higher uses 0.28
-    beta: float = 0.04                # KL weight (DeepSeekMath: 0.04)
-    kl: str = "k3"
-    agg: str = "grpo"                 # grpo | bnpo | dapo | dr_grpo
-    temperature: float = 1.0
-    max_new_tokens: int = 8           # <think></think><answer>N</answer><eos> is 6 tokens
-    reward: str = "accuracy"          # "contains" is chapter 5's deliberately weak verifier
-    format_weight: float = 0.5        # reward = verifier + format_weight * format
-    # bookkeeping
-    eval_every: int = 25
-    device: str = "cpu"
-    threads: int = 2                  # torch CPU threads; the book's budget is 2 cores
-
-    def validate(self) -> "TrainConfig":
-        """Check every field; raise ValueError / TypeError naming it. Returns self."""
-        ints = dict(seed=0, n_terms=2, max_term=1, d_model=8, n_layer=1, n_head=1,
-                    warmup_steps=0, warmup_batch=1, steps=0, prompts_per_step=1, group_size=2,
-                    inner_iters=1, max_new_tokens=1, eval_every=1, threads=1)
-        for name, minimum in ints.items():
-            check_int(name, getattr(self, name), minimum=minimum)
-        for name in ("held_out", "warmup_lr", "lr", "eps_low", "beta", "temperature",
-                     "format_weight", "max_grad_norm"):
-            check_real(name, getattr(self, name), minimum=0.0)
-        for name in ("lr", "warmup_lr", "temperature"):
-            check_real(name, getattr(self, name), minimum=0.0, allow_equal=False)
-        if self.eps_high is not None:
-            check_real("eps_high", self.eps_high, minimum=0.0)
-        check_choice("kl", self.kl, tuple(glt.KL_ESTIMATORS))
-        check_choice("agg", self.agg, glt.AGGREGATIONS)
-        check_choice("reward", self.reward, REWARD_KINDS)
-        if not isinstance(self.device, str):
-            raise TypeError(f"device: expected a str such as 'cpu' or 'cuda', got {self.device!r}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device: expected 'cpu' on this machine (torch sees no CUDA "
-                             f"device), got {self.device!r}")
-        try:
-            torch.device(self.device)
-        except RuntimeError as exc:
-            raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got "
-                             f"{self.device!r}") from exc
-        return self
+__all__ = ["METRICS", "REWARD_KINDS", "Rollout", "Run", "TrainConfig", "evaluate",
+           "format_warmup", "grpo_step", "main", "make_run", "prepare", "rollout", "score",
+           "summary", "train", "update", "write_csv"]
 
 
 @dataclass
@@ -284,26 +212,6 @@ def grpo_step(run: Run) -> dict:
     }
 
 
-#: Every logged metric, with its definition (chapter 6 prints this glossary).
-METRICS = {
-    "step": "GRPO step (0 = after the format warm-up, before any GRPO update)",
-    "reward": "mean reward of the step's B*G samples: accuracy + format_weight * format",
-    "train_accuracy": "share of the step's samples (training prompts, temperature 1) that are right",
-    "verifier": "mean of the verifier the run trains on (accuracy, or chapter 5's weak one)",
-    "format": "share of samples in the <think>...</think><answer>...</answer> format",
-    "length": "mean completion length in tokens, EOS included",
-    "zero_spread": "share of groups whose G rewards are all equal: no advantage, no gradient",
-    "clip_frac": "share of tokens whose ratio was clipped on the last inner iteration",
-    "kl": "mean per-token KL estimate (config.kl) of the policy against the frozen reference",
-    "approx_kl": "k3 estimate of KL(pi_old || pi_theta) on the last inner iteration: how far "
-                 "the updates on this batch moved the policy",
-    "loss": "the GRPO loss on the last inner iteration",
-    "held_out_accuracy": "greedy accuracy on every held-out prompt (never trained on)",
-    "held_out_format": "greedy format rate on the held-out prompts",
-    "seconds": "wall-clock seconds since the start of the run (not seeded: never compare it)",
-}
-
-
 def prepare(config: TrainConfig) -> Run:
     """A run ready for GRPO: built, format-warmed-up, its reference frozen, its start measured.
 
@@ -363,89 +271,6 @@ def _progress_bar(total, enabled):
     return tqdm(total=total, desc="GRPO", unit="step", disable=not enabled, leave=True)
 
 
-def write_csv(history, path) -> Path:
-    """One row per step, one column per metric (NaN where a metric was not measured)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(METRICS))
-        writer.writeheader()
-        for row in history:
-            writer.writerow({k: row.get(k, math.nan) for k in METRICS})
-    return path
-
-
-def plot_history(history, *, fig=None, title=None):
-    """The six curves of chapter 6 on one figure (returns the matplotlib Figure)."""
-    import matplotlib.pyplot as plt
-
-    steps = np.array([h["step"] for h in history])
-    col = {k: np.array([h.get(k, math.nan) for h in history], dtype=float) for k in METRICS}
-    fig = fig or plt.figure(figsize=(12, 6.5))
-    fig.clear()
-    axes = fig.subplots(2, 3).ravel()
-    held = ~np.isnan(col["held_out_accuracy"])
-    panels = [
-        ("accuracy", [("train (sampled)", col["train_accuracy"], "-"),
-                      ("held-out (greedy)", col["held_out_accuracy"], "o-")], (0, 1.02)),
-        ("reward", [("reward", col["reward"], "-"), ("format", col["format"], "-")], None),
-        ("completion length (tokens)", [("length", col["length"], "-")], None),
-        ("clip fraction", [("clip_frac", col["clip_frac"], "-")], None),
-        ("KL to reference", [("kl", col["kl"], "-")], None),
-        ("groups with zero spread", [("zero_spread", col["zero_spread"], "-")], (0, 1.02)),
-    ]
-    for ax, (label, series, ylim) in zip(axes, panels):
-        for name, y, style in series:
-            mask = held if style == "o-" else ~np.isnan(y)
-            ax.plot(steps[mask], y[mask], style, ms=3, label=name)
-        ax.set(xlabel="GRPO step", ylabel=label)
-        if ylim:
-            ax.set_ylim(*ylim)
-        if len(series) > 1:
-            ax.legend(fontsize=8)
-    final = col["held_out_accuracy"][held][-1] if held.any() else math.nan
-    fig.suptitle(title or f"GRPO on addition: held-out accuracy {col['held_out_accuracy'][0]:.0%}"
-                 f" -> {final:.0%}")
-    fig.tight_layout()
-    return fig
-
-
-# --- command line -----------------------------------------------------------------------------
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _optional_float(text: str):
-    return None if text.lower() == "none" else float(text)
-
-
-_ARG_TYPES = {"int": int, "float": float, "str": str, "bool": _bool,
-              "float | None": _optional_float}
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m grpo_lab.train",
-        usage="python -m grpo_lab.train [--OPTION VALUE ...] [--out DIR] [--quiet]",
-        description="Train GRPO Lab's tiny policy on addition with GRPO (chapter 6). Writes "
-                    "history.csv, summary.json and curves.png to --out. Ctrl-C stops after the "
-                    "current step and still writes them.")
-    defaults = TrainConfig()
-    for f in dataclasses.fields(TrainConfig):
-        default = getattr(defaults, f.name)
-        p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=_ARG_TYPES[f.type],
-                       default=default, metavar=f.type.split(" ")[0].upper(),
-                       help=f"default: {default}")
-    p.add_argument("--out", default="runs/grpo", help="output folder (default: runs/grpo)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
-
-
 def summary(run: Run) -> dict:
     """The numbers a run ends with (what the CLI prints and saves as summary.json)."""
     return {
@@ -461,33 +286,18 @@ def summary(run: Run) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = _parser()
-    args = vars(parser.parse_args(argv))
-    out, quiet = Path(args.pop("out")), args.pop("quiet")
-    config = TrainConfig(**args)
-    try:
-        config.validate()
-    except (TypeError, ValueError) as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")        # status 2, as argparse does
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"GRPO Lab: training on {config.device} with {config.threads} thread(s); "
-          f"log in {out}/", file=sys.stderr)
-    run = train(config, progress=not quiet, log_path=out / "history.csv")
-    write_csv(run.history, out / "history.csv")
-    info = summary(run)
-    (out / "summary.json").write_text(json.dumps(info, indent=2))
-    import matplotlib
+    """``python -m grpo_lab.train``: parse ``argv``, train, write the log, the summary and the
+    curves; returns the exit status (see :func:`grpo_lab.rl.cli.main`)."""
+    from grpo_lab.rl.cli import main as cli_main   # the CLI imports this module, not back
 
-    matplotlib.use("Agg")
-    plot_history(run.history).savefig(out / "curves.png", dpi=120)
-    state = "interrupted (Ctrl-C) after" if run.interrupted else "finished"
-    print(f"\n{state} {info['steps_done']} GRPO steps in {info['seconds']} s\n"
-          f"  held-out accuracy: {info['start_held_out_accuracy']:.1%} after the format warm-up"
-          f" -> {info['final_held_out_accuracy']:.1%}\n"
-          f"  held-out format:   {info['start_held_out_format']:.1%} -> "
-          f"{info['final_held_out_format']:.1%}\n"
-          f"  wrote {out / 'history.csv'}, {out / 'summary.json'}, {out / 'curves.png'}")
-    return 130 if run.interrupted else 0
+    return cli_main(argv)
+
+
+def __getattr__(name):
+    if name == "plot_history":
+        raise AttributeError("grpo_lab.rl.train.plot_history moved to the book's chapter 6 "
+                             "module: gl.book.ch06.training_curves_figure(history)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

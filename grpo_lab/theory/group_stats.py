@@ -9,20 +9,25 @@ import numpy as np
 
 from grpo_lab.numerics.validate import check_choice, check_int, check_real
 
-__all__ = ["REWARD_KINDS", "sample_rewards", "true_reward_std", "zero_spread_probability",
-           "group_noise"]
+__all__ = ["REWARD_KINDS", "check_group_sampling_arguments", "group_noise", "sample_rewards",
+           "true_reward_std", "zero_spread_probability"]
 
 REWARD_KINDS = ("pass/fail", "continuous")
 
 
-def _check_sampling(G, kind, pass_rate, spread):
+def check_group_sampling_arguments(G, kind, pass_rate, spread, *, n_groups=1, ddof=0):
+    """``(n_groups, G, kind, pass_rate, spread, ddof)``, checked: ``n_groups`` groups of
+    ``G >= 2`` rewards of ``kind``, a probability ``pass_rate``, a ``spread > 0`` and a ``ddof``
+    that leaves ``G - ddof > 0``."""
+    n_groups = check_int("n_groups", n_groups, minimum=1)
     G = check_int("G", G, minimum=2, why=" (a group needs two completions)")
     kind = check_choice("kind", kind, REWARD_KINDS)
     pass_rate = check_real("pass_rate", pass_rate, minimum=0.0)
     if pass_rate > 1.0:
         raise ValueError(f"pass_rate: expected a probability in [0, 1], got {pass_rate}")
     spread = check_real("spread", spread, minimum=0.0, allow_equal=False)
-    return G, kind, pass_rate, spread
+    ddof = check_int("ddof", ddof, minimum=0, maximum=G - 1, why=" so that G - ddof > 0")
+    return n_groups, G, kind, pass_rate, spread, ddof
 
 
 def sample_rewards(n_groups, G, *, kind="pass/fail", pass_rate=0.5, spread=1.0, seed=0):
@@ -36,8 +41,8 @@ def sample_rewards(n_groups, G, *, kind="pass/fail", pass_rate=0.5, spread=1.0, 
     array([[0., 1., 1., 1.],
            [0., 0., 0., 0.]])
     """
-    n_groups = check_int("n_groups", n_groups, minimum=1)
-    G, kind, pass_rate, spread = _check_sampling(G, kind, pass_rate, spread)
+    n_groups, G, kind, pass_rate, spread, _ = check_group_sampling_arguments(
+        G, kind, pass_rate, spread, n_groups=n_groups)
     rng = np.random.default_rng(seed)
     if kind == "pass/fail":
         return spread * (rng.random((n_groups, G)) < pass_rate).astype(np.float64)
@@ -46,7 +51,7 @@ def sample_rewards(n_groups, G, *, kind="pass/fail", pass_rate=0.5, spread=1.0, 
 
 def true_reward_std(*, kind="pass/fail", pass_rate=0.5, spread=1.0):
     """The population std of one reward: ``spread*sqrt(p(1-p))`` for pass/fail, else ``spread``."""
-    _, kind, pass_rate, spread = _check_sampling(2, kind, pass_rate, spread)
+    _, _, kind, pass_rate, spread, _ = check_group_sampling_arguments(2, kind, pass_rate, spread)
     if kind == "pass/fail":
         return spread * float(np.sqrt(pass_rate * (1.0 - pass_rate)))
     return spread
@@ -60,7 +65,7 @@ def zero_spread_probability(G, pass_rate):
     >>> round(zero_spread_probability(8, 0.9), 4)
     0.4305
     """
-    G, _, pass_rate, _ = _check_sampling(G, "pass/fail", pass_rate, 1.0)
+    _, G, _, pass_rate, _, _ = check_group_sampling_arguments(G, "pass/fail", pass_rate, 1.0)
     return pass_rate**G + (1.0 - pass_rate) ** G
 
 
@@ -72,8 +77,9 @@ def group_noise(G, *, kind="pass/fail", pass_rate=0.5, spread=1.0, ddof=0,
     ``std_bias`` and ``std_sd`` (mean and spread of the group std, both relative to the true
     std), and ``zero_spread`` (share of groups whose rewards are all equal).
     """
+    n_groups, G, kind, pass_rate, spread, ddof = check_group_sampling_arguments(
+        G, kind, pass_rate, spread, n_groups=n_groups, ddof=ddof)
     r = sample_rewards(n_groups, G, kind=kind, pass_rate=pass_rate, spread=spread, seed=seed)
-    ddof = check_int("ddof", ddof, minimum=0, maximum=G - 1, why=" so that G - ddof > 0")
     sigma = true_reward_std(kind=kind, pass_rate=pass_rate, spread=spread)
     std = r.std(axis=1, ddof=ddof)                      # (n_groups,)
     rel = std / sigma if sigma > 0 else np.zeros_like(std)

@@ -16,20 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real
 from grpo_lab.core.kl import kl_k3
-from grpo_lab.numerics.logprobs import log_softmax  # re-exported: chapter 3 calls gl.kl_theory.log_softmax
+from grpo_lab.numerics.logprobs import log_softmax   # gl.log_softmax (not re-exported)
+from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real
 
-__all__ = [
-    "gaussian_estimator_moments",
-    "gaussian_log_probs",
-    "log_softmax",
-    "kl_categorical",
-    "kl_categorical_grad",
-    "estimator_grad_table",
-    "kl_regularised_policy",
-    "DIRECTIONS",
-]
+__all__ = ["DIRECTIONS", "check_estimator_grad_table_arguments", "check_gaussian_mu",
+           "check_logits_pair", "estimator_grad_table",
+           "gaussian_estimator_moments", "gaussian_log_probs", "kl_categorical",
+           "kl_categorical_grad", "kl_regularised_policy"]
 
 DIRECTIONS = ("reverse", "forward")
 _MAX_MU2 = 700.0   # e^700 ~ 1e304: the largest mu^2 whose k3 variance fits in float64
@@ -58,10 +52,7 @@ def gaussian_estimator_moments(mu):
     >>> [round(m[k]["std"] / m["kl"], 2) for k in ("k1", "k2", "k3")]
     [20.0, 1.42, 1.42]
     """
-    mu = check_real("mu", mu)
-    if mu * mu > _MAX_MU2:
-        raise ValueError(f"mu: expected |mu| <= {np.sqrt(_MAX_MU2):.1f}, so that Var k3 = "
-                         f"e^(mu^2) - 1 - mu^2 fits in float64, got {mu}")
+    mu = check_gaussian_mu(mu, moments=True)
     kl = mu * mu / 2
     # e^v - 1 - v is k3 itself at log-ratio v: reuse its cancellation-free evaluation.
     var_k3 = float(kl_k3([0.0], [mu * mu])[0])
@@ -83,14 +74,28 @@ def gaussian_log_probs(mu, n, seed=0):
     >>> (logp - ref_logp).round(4)         # log-ratio mu^2/2 - mu x, mean KL = 0.5
     array([ 0.3743,  0.6321, -0.1404])
     """
-    mu = check_real("mu", mu)
-    n = check_int("n", n, minimum=1)
+    mu, n = check_gaussian_mu(mu), check_int("n", n, minimum=1)
     x = np.random.default_rng(seed).standard_normal(n)      # (n,) sampled from pi_theta
     return -0.5 * x ** 2, -0.5 * (x - mu) ** 2               # (n,), (n,)
 
 
-def _logits_pair(logits, ref_logits, names=("logits", "ref_logits")):
-    """Validate two 1-D vectors of one length V >= 2 and return them as float64."""
+def check_gaussian_mu(mu, *, moments=False):
+    """``mu`` as a float; with ``moments``, small enough that Var k3 = e^(mu^2) - 1 - mu^2 fits
+    in float64."""
+    mu = check_real("mu", mu)
+    if moments and mu * mu > _MAX_MU2:
+        raise ValueError(f"mu: expected |mu| <= {np.sqrt(_MAX_MU2):.1f}, so that Var k3 = "
+                         f"e^(mu^2) - 1 - mu^2 fits in float64, got {mu}")
+    return mu
+
+
+def check_logits_pair(logits, ref_logits, *, names=("logits", "ref_logits"), direction=None,
+                      beta=None, h=None):
+    """Two 1-D vectors of one length V >= 2 as float64, and the options that came with them.
+
+    Returns ``(a, b)``, followed by ``direction`` (one of ``DIRECTIONS``), ``beta`` (> 0) and
+    ``h`` (> 0) for each one that is not None, in that order.
+    """
     doc = " of one value per token, shape (V,)"
     a, _ = as_float_array(names[0], logits, ndim=1, shape_doc=doc)
     b, _ = as_float_array(names[1], ref_logits, ndim=1, shape_doc=doc)
@@ -99,7 +104,22 @@ def _logits_pair(logits, ref_logits, names=("logits", "ref_logits")):
                          f"got shape {b.shape}")
     if a.size < 2:
         raise ValueError(f"{names[0]}: expected V >= 2 tokens, got shape {a.shape}")
-    return a.astype(np.float64), b.astype(np.float64)
+    out = [a.astype(np.float64), b.astype(np.float64)]
+    if direction is not None:
+        out.append(check_choice("direction", direction, DIRECTIONS))
+    if beta is not None:
+        out.append(check_real("beta", beta, minimum=0.0, allow_equal=False))
+    if h is not None:
+        out.append(check_real("h", h, minimum=0.0, allow_equal=False))
+    return tuple(out)
+
+
+def check_estimator_grad_table_arguments(estimator, logits, ref_logits, h):
+    """``(estimator, logits, ref_logits, h)`` for :func:`estimator_grad_table`."""
+    if not callable(estimator):
+        raise TypeError(f"estimator: expected a function such as gl.kl_k3, "
+                        f"got {type(estimator).__name__}")
+    return (estimator,) + check_logits_pair(logits, ref_logits, h=h)
 
 
 def kl_categorical(logits, ref_logits):
@@ -108,7 +128,7 @@ def kl_categorical(logits, ref_logits):
     >>> round(kl_categorical(np.log([0.5, 0.5]), np.log([0.25, 0.75])), 4)
     0.1438
     """
-    a, b = _logits_pair(logits, ref_logits)
+    a, b = check_logits_pair(logits, ref_logits)
     logp, ref_logp = log_softmax(a), log_softmax(b)         # (V,), (V,)
     return float(np.sum(np.exp(logp) * (logp - ref_logp)))
 
@@ -124,8 +144,7 @@ def kl_categorical_grad(logits, ref_logits, *, direction="reverse"):
     >>> kl_categorical_grad([0.0, 0.0], np.log([0.25, 0.75]), direction="forward")
     array([ 0.25, -0.25])
     """
-    a, b = _logits_pair(logits, ref_logits)
-    check_choice("direction", direction, DIRECTIONS)
+    a, b, direction = check_logits_pair(logits, ref_logits, direction=direction)
     logp, ref_logp = log_softmax(a), log_softmax(b)         # (V,), (V,)
     p = np.exp(logp)
     if direction == "forward":
@@ -160,11 +179,7 @@ def estimator_grad_table(estimator, logits, ref_logits, *, h=1e-5):
     array([[ 0.5, -0.5],
            [-0.5,  0.5]])
     """
-    if not callable(estimator):
-        raise TypeError(f"estimator: expected a function such as gl.kl_k3, "
-                        f"got {type(estimator).__name__}")
-    a, b = _logits_pair(logits, ref_logits)
-    h = check_real("h", h, minimum=0.0, allow_equal=False)
+    estimator, a, b, h = check_estimator_grad_table_arguments(estimator, logits, ref_logits, h)
     V = a.size
     ref_logp = np.broadcast_to(log_softmax(b), (V, V))      # (V, V), same row for every j
     steps = h * np.eye(V)                                    # (V, V), row j nudges logit j
@@ -200,9 +215,8 @@ def kl_regularised_policy(rewards, ref_logits, beta, *, direction="reverse"):
     >>> kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 1.0, direction="forward").round(4)
     array([0.7071, 0.2929])
     """
-    r, ref = _logits_pair(rewards, ref_logits, names=("rewards", "ref_logits"))
-    beta = check_real("beta", beta, minimum=0.0, allow_equal=False)
-    check_choice("direction", direction, DIRECTIONS)
+    r, ref, direction, beta = check_logits_pair(rewards, ref_logits, names=("rewards", "ref_logits"),
+                                                direction=direction, beta=beta)
     ref_p = np.exp(log_softmax(ref))                        # (V,)
     if direction == "reverse":
         return np.exp(log_softmax(ref + r / beta))          # pi_ref e^{r/beta}, normalised

@@ -13,9 +13,11 @@ top and depend on batch and sequence length; they are left out.
 
 from __future__ import annotations
 
-from grpo_lab.numerics.validate import check_choice, check_int
+import numpy as np
 
-__all__ = ["BYTES_PER_PARAM", "ROLES", "training_memory"]
+from grpo_lab.numerics.validate import check_choice, check_int, describe
+
+__all__ = ["BYTES_PER_PARAM", "ROLES", "check_training_memory_arguments", "training_memory"]
 
 #: Bytes per parameter of each kind of state, for bf16 mixed-precision Adam.
 BYTES_PER_PARAM = {
@@ -30,6 +32,16 @@ ROLES = {
     "ppo": (("policy", True), ("critic", True), ("reference", False), ("reward_model", False)),
     "grpo": (("policy", True), ("reference", False), ("reward_model", False)),
 }
+
+
+def check_training_memory_arguments(method, n_params, reward_model, reference):
+    """``(method, n_params, reward_model, reference)`` for :func:`training_memory`."""
+    method = check_choice("method", method, tuple(ROLES))
+    n_params = check_int("n_params", n_params, minimum=1)
+    for name, flag in (("reward_model", reward_model), ("reference", reference)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name}: expected True or False, got {describe(flag)}")
+    return method, n_params, bool(reward_model), bool(reference)
 
 
 def training_memory(method, n_params, *, reward_model=True, reference=True):
@@ -56,8 +68,8 @@ def training_memory(method, n_params, *, reward_model=True, reference=True):
     >>> sum(sum(s.values()) for s in gl.training_memory("grpo", 7_000_000_000).values()) / 1e9
     140.0
     """
-    method = check_choice("method", method, tuple(ROLES))
-    n_params = check_int("n_params", n_params, minimum=1)
+    method, n_params, reward_model, reference = check_training_memory_arguments(
+        method, n_params, reward_model, reference)
     out = {}
     for role, trainable in ROLES[method]:
         if (role == "reward_model" and not reward_model) or (role == "reference" and not reference):

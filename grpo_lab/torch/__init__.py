@@ -1,7 +1,8 @@
 """GRPO Lab on tensors: ``import grpo_lab.torch as glt``.
 
 The same public names and signatures as the NumPy core, on ``torch.Tensor`` inputs on CPU or
-CUDA, differentiable, tested equal to the NumPy reference (``tests/test_torch_parity.py``).
+CUDA, differentiable, tested equal to the NumPy reference (``tests/torch/``), and as fast as
+the straightforward eager code (``python -m grpo_lab.bench`` puts it next to TRL's way).
 ``import grpo_lab`` never imports torch; this subpackage and the training code do.
 
 ==============================  =========================================================
@@ -11,8 +12,13 @@ CUDA, differentiable, tested equal to the NumPy reference (``tests/test_torch_pa
 ``glt.sequence_ratio``          GSPO's sequence-level ratio (chapter 2)
 ``glt.aggregate_loss``          grpo / bnpo / dapo / dr_grpo reductions (chapter 2)
 ``glt.aggregation_weights``     the per-token weights behind them (chapter 2)
-``glt.grpo_loss``               all of it, with diagnostics (chapters 2 and 6)
+``glt.grpo_loss``               all of it, with diagnostics (chapters 2, 6 and 7)
 ==============================  =========================================================
+
+The building blocks they share are public too: ``glt.clip_bounds`` (the clip as one clamp),
+``glt.k3_expm1`` and ``glt.k3_series``, ``glt.row_weights``, ``glt.check_loss_arguments``
+(the one argument check of the eager and the fused loss), and the tensor versions of
+:mod:`grpo_lab.numerics.stable`'s group statistics.
 """
 
 from __future__ import annotations
@@ -23,11 +29,23 @@ except ImportError as exc:  # pragma: no cover - torch is pinned in requirements
     raise ImportError("grpo_lab.torch needs PyTorch: pip install 'grpo_lab[torch]' "
                       "(or torch from requirements.txt)") from exc
 
-from grpo_lab.torch.advantages import group_advantages
-from grpo_lab.torch.kl import kl_k1, kl_k2, kl_k3
-from grpo_lab.torch.losses import (AGGREGATIONS, KL_ESTIMATORS, LEVELS, MAX_LOG_RATIO, aggregate_loss,
-                     aggregation_weights, clipped_surrogate_loss, grpo_loss, sequence_ratio)
+from grpo_lab.torch.advantages import (centred_deviations_, divide_or_zero, group_advantages,
+                                       power_of_two_rescale, std_from_deviations)
+from grpo_lab.torch.aggregation import (AGGREGATIONS, aggregate, aggregate_loss,
+                                        aggregation_weights, row_weights)
+from grpo_lab.torch.kl import PER_TOKEN_KL, k3_expm1, k3_series, kl_k1, kl_k2, kl_k3
+from grpo_lab.torch.loss import (DIAGNOSTICS, check_loss_arguments, diagnostic_means,
+                                 diagnostic_sums, grpo_loss)
+from grpo_lab.torch.surrogate import (MAX_LOG_RATIO, clip_bounds, clipped_surrogate_loss,
+                                      probability_ratio, sequence_ratio)
+from grpo_lab.core.surrogate import LEVELS
 
-__all__ = ["AGGREGATIONS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO", "aggregate_loss",
-           "aggregation_weights", "clipped_surrogate_loss", "group_advantages", "grpo_loss",
-           "kl_k1", "kl_k2", "kl_k3", "sequence_ratio"]
+#: The names ``grpo_loss(kl=...)`` takes; the same dict of public functions as the NumPy core's.
+KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+
+__all__ = ["AGGREGATIONS", "DIAGNOSTICS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO",
+           "PER_TOKEN_KL", "aggregate", "aggregate_loss", "aggregation_weights",
+           "centred_deviations_", "check_loss_arguments", "clip_bounds", "clipped_surrogate_loss",
+           "divide_or_zero", "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1",
+           "kl_k2", "kl_k3", "diagnostic_means", "diagnostic_sums", "power_of_two_rescale", "probability_ratio",
+           "row_weights", "sequence_ratio", "std_from_deviations"]

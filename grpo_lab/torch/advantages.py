@@ -1,33 +1,99 @@
-"""Group-relative advantages on tensors: :func:`grpo_lab.group_advantages`, line for line.
+r"""Group-relative advantages on tensors: :func:`grpo_lab.group_advantages`, step for step.
 
-Taught in chapter 1 (the NumPy reference) and used by chapter 6's training loop.
+Taught in chapter 1 (the NumPy reference) and used by chapter 6's training loop. The careful
+steps are tensor versions of :mod:`grpo_lab.numerics.stable`'s helpers, written so that
+autograd gives finite gradients everywhere (an all-equal group included) and so that no step
+makes a full-size temporary it does not need: two (B, G) tensors in all, where TRL's two-liner
+makes five (``python -m grpo_lab.bench`` times both).
+
+Worked in float32 for float32 and narrower rewards, float64 for float64, ints and bools
+(:func:`grpo_lab.numerics.validate.working_dtype`). The steps that make the reference exact
+work in float32 too: the shift by each row's first reward gives an all-equal group exact zeros,
+and the power-of-two rescale keeps every square a normal float32 number. The one thing float32
+gives up against the reference's float64: in a group whose spread is below 2**-105 (2e-32) of
+the batch's largest reward, the squares underflow, and with eps smaller than that spread its
+advantages come out 0 where the reference gives about +-1.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from grpo_lab.core.advantages import check_options
-from grpo_lab.torch._checks import WORK, as_float_tensor, cast_result
+from grpo_lab.core.advantages import check_group_advantages_options as check_options
+from grpo_lab.numerics.validate import as_float_array, cast_result, working_dtype
 
-__all__ = ["group_advantages"]
-
-
-def _deviations(x: torch.Tensor) -> torch.Tensor:
-    """``x - mean(x)`` along the last axis, about each row's first element (see the NumPy one)."""
-    y = x - x[..., :1]                             # (B, G), first column exactly 0
-    return y - y.mean(dim=-1, keepdim=True)        # (B, G) - (B, 1)
+__all__ = ["centred_deviations_", "divide_or_zero", "group_advantages", "power_of_two_rescale",
+           "std_from_deviations"]
 
 
-def _std(dev: torch.Tensor, ddof: int) -> torch.Tensor:
-    """Standard deviation along the last axis from deviations that already have mean 0."""
+def power_of_two_rescale(x, work):
+    r"""``(x * 2**s, 2**s)`` in the dtype ``work``: exact, and far from both ends of its range.
+
+    :func:`grpo_lab.power_of_two_rescale` on a tensor, with one change for float32: the
+    largest magnitude is brought just under 2**(e // 3) (2**42 in float32, e its largest
+    exponent), not under 1, so that the squares of the deviations can neither overflow
+    (2**86 each, summed over up to 2**39 rewards) nor underflow for any group whose spread is
+    above 2**-105 of the batch's largest reward. The factor is a 0-d tensor (a multiply, not
+    ``torch.ldexp``, whose backward in torch 2.13 does not scale the gradient); one pass finds
+    the largest magnitude, one writes the scaled copy (a new tensor, which the caller owns).
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> x, up = glt.power_of_two_rescale(torch.tensor([3.0, -6.0, 0.5]), torch.float32)
+    >>> int(torch.log2(up)), (x / up).tolist()          # max 6 < 2**3: times 2**(42 - 3)
+    (39, [3.0, -6.0, 0.5])
+    """
+    e = math.frexp(torch.finfo(work).max)[1]                        # 128 in float32
+    lo, hi = torch.aminmax(x.detach())
+    _, k = torch.frexp(torch.maximum(-lo, hi).to(work))           # max|x| = m 2**k, m in [.5, 1)
+    up = torch.exp2((e // 3 - k).clamp(max=e - 28).to(work))       # 2**s, finite, exact
+    return x.to(work) * up, up                                     # (B, G), a new tensor
+
+
+def centred_deviations_(x):
+    r"""``x - mean(x)`` along the last axis, about each row's first element, *in place*.
+
+    :func:`grpo_lab.centred_deviations` on a tensor the caller owns (e.g. the fresh copy of
+    :func:`power_of_two_rescale`): the shift leaves a constant row exact zeros, and working in
+    place makes no new (B, G) tensor. Differentiable (the steps before it keep nothing of x).
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> glt.centred_deviations_(torch.tensor([[0.1, 0.1, 0.1], [1.0, 2.0, 6.0]]))
+    tensor([[ 0.,  0.,  0.],
+            [-2., -1.,  3.]])
+    """
+    x.sub_(x[..., :1].clone())                                     # (B, G), column 0 exactly 0
+    return x.sub_(x.mean(dim=-1, keepdim=True))                    # (B, G) - (B, 1)
+
+
+def std_from_deviations(dev, ddof=0):
+    r"""The std along the last axis from deviations of mean 0, (..., 1), with a finite gradient
+    at 0 (``sqrt`` has an infinite slope there, and an all-equal group sits there).
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> glt.std_from_deviations(torch.tensor([[-1.0, 1.0, -1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]))
+    tensor([[1.],
+            [0.]])
+    """
     n = dev.shape[-1]
-    var = (dev * dev).sum(dim=-1, keepdim=True) / (n - ddof)                # (B, 1)
-    # sqrt has an infinite slope at 0: an all-equal group would get a NaN gradient (inf * 0),
-    # so its std is set to 0 outside the sqrt, where the gradient is then 0.
+    var = torch.einsum("...g,...g->...", dev, dev)[..., None] / (n - ddof)   # no (B, G) square
     positive = var > 0
-    return torch.where(positive, torch.sqrt(torch.where(positive, var, torch.ones_like(var))),
-                       torch.zeros_like(var))
+    return torch.where(positive, torch.sqrt(torch.where(positive, var, 1.0)), 0.0)
+
+
+def divide_or_zero(num, den):
+    r"""``num / den`` where ``den > 0`` and 0 where ``den`` is 0 (no spread, no signal), for a
+    ``den`` of shape (..., 1) that broadcasts over ``num``: one multiply by its reciprocal.
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> glt.divide_or_zero(torch.tensor([[1.0, -1.0], [0.0, 0.0]]), torch.tensor([[0.5], [0.0]]))
+    tensor([[ 2., -2.],
+            [ 0.,  0.]])
+    """
+    positive = den > 0
+    inverse = torch.where(positive, 1.0 / torch.where(positive, den, 1.0), 0.0)   # (..., 1)
+    return num * inverse                                           # (B, G)
 
 
 def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean"):
@@ -37,45 +103,37 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     on a ``torch.Tensor`` of shape (B, G) on any device; it returns a tensor of the same shape,
     dtype (float64 for ints and bools) and device, and is differentiable in ``rewards``.
 
-    ========  ========  =========================================================
-    Symbol    Shape     Meaning
-    ========  ========  =========================================================
-    rewards   (B, G)    one scalar reward per completion; row b is prompt b's group
-    eps       scalar    added to the std so an all-equal group gives 0, not 0/0
-    return    (B, G)    advantages; each row has mean 0
-    ========  ========  =========================================================
+    .. math::
 
-    Statistics are worked in float64 after a power-of-two rescale, as in the NumPy reference.
+        A_{b,i} = (r_{b,i} - \bar r_b) / (\sigma_b + \varepsilon), \qquad
+        \bar r_b,\ \sigma_b = \text{mean and std of group } b
+
+    ========  ========  ===================================================
+    Symbol    Shape     Meaning
+    ========  ========  ===================================================
+    rewards   (B, G)    a tensor of rewards; row b is prompt b's group of G
+    return    (B, G)    a tensor of advantages, same dtype and device
+    ========  ========  ===================================================
 
     >>> import torch, grpo_lab.torch as glt
     >>> glt.group_advantages(torch.tensor([[1.0, 0.0, 1.0, 0.0]]))  # float32: 1 - 2e-8 is 1
     tensor([[ 1., -1.,  1., -1.]])
     """
-    arr, out_dtype = as_float_tensor("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)")
+    arr, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)",
+                                    backend="torch")
     B, G = arr.shape
     eps, scale, ddof, baseline = check_options(tuple(arr.shape), eps, scale, ddof, baseline)
+    work = working_dtype(out_dtype)
 
-    x = arr.to(WORK)                                # (B, G) float64
-    # Divide by a power of two near max|r| (exact) so |x| <= 1 and no square overflows.
-    # A multiply by 2**-k, not torch.ldexp: ldexp's backward in torch 2.13 does not scale the
-    # gradient (tests/test_torch_parity.py checks the gradient with gradcheck).
-    _, k = torch.frexp(x.detach().abs().max())
-    down = torch.exp2(-k.to(WORK))                  # 2**-k, exact
-    x = x * down
-
-    dev = _deviations(x)                            # (B, G)
-    dev_baseline = dev * (G / (G - 1)) if baseline == "leave_one_out" else dev
-
+    x, up = power_of_two_rescale(arr, work)                        # (B, G) r * 2**s, owned
+    if scale == "batch":                                           # the std of all B*G rewards
+        std = std_from_deviations(centred_deviations_(x.reshape(1, B * G).clone()), ddof)
+    dev = centred_deviations_(x)                                   # (B, G) r - group mean
+    if scale == "group":
+        std = std_from_deviations(dev, ddof)                       # (B, 1)
+    c = G / (G - 1) if baseline == "leave_one_out" else 1.0        # LOO: r_i - mean of others
     if scale == "none":
-        adv = dev_baseline / down                   # back to reward units (exact)
+        factor = c / up                                            # back to reward units
     else:
-        if scale == "group":
-            std = _std(dev, ddof)                                  # (B, 1)
-        else:
-            std = _std(_deviations(x.reshape(1, B * G)), ddof)     # (1, 1)
-        denom = std + eps * down                    # eps rescaled like the rewards
-        # 0 / 0 (an all-equal group with eps = 0) is defined as 0; the safe denominator keeps
-        # the unused branch of `where` finite, so its gradient is 0 rather than NaN.
-        safe = torch.where(denom > 0, denom, torch.ones_like(denom))
-        adv = torch.where(denom > 0, dev_baseline / safe, torch.zeros_like(dev_baseline))
-    return cast_result("rewards", "advantages", adv, out_dtype)
+        factor = divide_or_zero(c, std + eps * up)                 # eps scaled like rewards
+    return cast_result("rewards", "advantages", dev * factor, out_dtype)

@@ -3,6 +3,9 @@ r"""Schulman's per-token KL estimators k1, k2, k3 on tensors (see :mod:`grpo_lab
 Taught in chapter 3 (the NumPy reference). Same arguments, equations and numerics: worked in
 float64, k3 as ``expm1(r) - r`` with a Taylor series for ``|r| < 0.1``, an estimate that does
 not fit the output dtype refused unless ``clamp`` clips it. Differentiable in both inputs.
+
+The estimators themselves, without checks, are :data:`PER_TOKEN_KL`: the loss
+(:func:`grpo_lab.torch.grpo_loss`) uses them in its own working dtype.
 """
 
 from __future__ import annotations
@@ -11,26 +14,50 @@ import math
 
 import torch
 
-from grpo_lab.numerics.validate import check_real
-from grpo_lab.core.kl import _K3_SERIES_BELOW, _K3_SERIES_TERMS
-from grpo_lab.torch._checks import WORK, as_float_tensor, check_shape, describe, same_device
+from grpo_lab.core.kl import check_kl_shapes
+from grpo_lab.numerics.stable import K3_SERIES_BELOW, K3_SERIES_TERMS
+from grpo_lab.numerics.validate import (as_float_array, check_real, common_dtype, describe,
+                                        same_device)
 
-__all__ = ["kl_k1", "kl_k2", "kl_k3"]
+__all__ = ["PER_TOKEN_KL", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3"]
 
 _SHAPE_DOC = " of per-token log-probs, shape (..., T)"
-_LOG_MAX = math.log(torch.finfo(WORK).max)
+_WORK = torch.float64                 # as the NumPy reference: the estimates are the result
+_LOG_MAX = math.log(torch.finfo(_WORK).max)
+
+def k3_expm1(r: torch.Tensor) -> torch.Tensor:
+    r"""k3 = e^r - r - 1 as ``expm1(r) - r``: two operations, nothing of size 1 subtracted.
+
+    Its error is about ulp(r) / k3 relative (TRL's ``exp(r) - r - 1`` has ulp(1) / k3): good
+    to a few ulp for ``|r| >= 0.1``, and below that still far under the ulp of anything it is
+    added to in a loss. :func:`kl_k3`, whose per-token values are the result, adds
+    :func:`k3_series` there.
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> glt.k3_expm1(torch.tensor([0.5, -2.0]))      # e^0.5 - 1.5, e^-2 + 1
+    tensor([0.1487, 1.1353])
+    """
+    return torch.expm1(r) - r
 
 
-def _log_ratio(logp, ref_logp):
-    """Validate the pair; return ``(d, out_dtype)`` with d = logp - ref_logp in float64."""
-    a, a_dtype = as_float_tensor("logp", logp, shape_doc=_SHAPE_DOC)
-    b, b_dtype = as_float_tensor("ref_logp", ref_logp, shape_doc=_SHAPE_DOC)
+#: The three estimators on checked tensors of one dtype, ``(logp, ref_logp) -> (..., T)``.
+PER_TOKEN_KL = {
+    "k1": lambda logp, ref_logp: logp - ref_logp,
+    "k2": lambda logp, ref_logp: 0.5 * (logp - ref_logp) ** 2,
+    "k3": lambda logp, ref_logp: k3_expm1(ref_logp - logp),
+}
+
+
+def _log_probs(logp, ref_logp):
+    """Validate the pair; return both in float64 and the dtype of the result."""
+    a, a_dtype = as_float_array("logp", logp, shape_doc=_SHAPE_DOC, backend="torch")
+    b, b_dtype = as_float_array("ref_logp", ref_logp, shape_doc=_SHAPE_DOC, backend="torch")
     if a.dim() == 0:
         raise ValueError(
             f"logp: expected a tensor with at least 1 dimension{_SHAPE_DOC}, got {describe(a)}")
-    check_shape("ref_logp", b, a.shape, " (the shape of logp; no broadcasting)")
+    check_kl_shapes(a.shape, b.shape)
     same_device("logp", a, ref_logp=b)
-    return a.to(WORK) - b.to(WORK), torch.promote_types(a_dtype, b_dtype)
+    return a.to(_WORK), b.to(_WORK), common_dtype(a_dtype, b_dtype)
 
 
 def _finish(name, k, out_dtype, clamp):
@@ -40,7 +67,7 @@ def _finish(name, k, out_dtype, clamp):
     out = k.to(out_dtype)
     bad = ~torch.isfinite(out.detach())
     if bool(bad.any()):
-        where = tuple(int(i) for i in torch.nonzero(bad)[0])
+        where = tuple(torch.nonzero(bad)[0].tolist())
         raise ValueError(
             f"logp, ref_logp: expected a {name} estimate that fits in {out_dtype}, got "
             f"{k.detach()[where].item():.4g} at index {where} (log-ratio logp - ref_logp too far "
@@ -65,21 +92,29 @@ def kl_k1(logp, ref_logp, *, clamp=None):
     ==========  ========  =====================================================
     """
     clamp = _check_clamp(clamp)
-    d, out_dtype = _log_ratio(logp, ref_logp)
-    return _finish("k1", d, out_dtype, clamp)
+    lp, ref, out_dtype = _log_probs(logp, ref_logp)
+    return _finish("k1", PER_TOKEN_KL["k1"](lp, ref), out_dtype, clamp)
 
 
 def kl_k2(logp, ref_logp, *, clamp=None):
     r"""k2 = (logp - ref_logp)^2 / 2, per token (see :func:`grpo_lab.kl_k2`)."""
     clamp = _check_clamp(clamp)
-    d, out_dtype = _log_ratio(logp, ref_logp)
-    return _finish("k2", 0.5 * d * d, out_dtype, clamp)
+    lp, ref, out_dtype = _log_probs(logp, ref_logp)
+    return _finish("k2", PER_TOKEN_KL["k2"](lp, ref), out_dtype, clamp)
 
 
-def _k3_series(r: torch.Tensor) -> torch.Tensor:
-    """e^r - r - 1 = r^2/2! + r^3/3! + ... in Horner form, for small |r|."""
+def k3_series(r: torch.Tensor) -> torch.Tensor:
+    r"""e^r - r - 1 = r^2/2! + r^3/3! + ... in Horner form, for small ``|r|`` (tensors).
+
+    :func:`grpo_lab.k3_series` on a tensor of ``r = ref_logp - logp`` (note the sign: the
+    NumPy helper takes ``d = -r``), differentiable; accurate to a few ulp for ``|r| < 0.1``.
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> glt.k3_series(torch.tensor([1e-9], dtype=torch.float64))      # r^2 / 2
+    tensor([5.0000e-19], dtype=torch.float64)
+    """
     acc = torch.ones_like(r)
-    for n in range(_K3_SERIES_TERMS, 2, -1):          # 1 + r/3 (1 + r/4 (1 + ... (1 + r/13)))
+    for n in range(K3_SERIES_TERMS, 2, -1):          # 1 + r/3 (1 + r/4 (1 + ... (1 + r/13)))
         acc = 1.0 + acc * r / n
     return 0.5 * r * r * acc
 
@@ -95,14 +130,12 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     tensor([0.1931, 0.3069])
     """
     clamp = _check_clamp(clamp)
-    d, out_dtype = _log_ratio(logp, ref_logp)
-    r = -d                                              # (..., T) log(pi_ref / pi_theta)
+    lp, ref, out_dtype = _log_probs(logp, ref_logp)
     # Past this r the estimate is beyond float64, or, with clamp=c, surely above c
     # (e^r - r - 1 >= e^r / 2 once r >= 2.5): capping r there changes no result.
     cap = _LOG_MAX + 1.0 if clamp is None else max(2.5, math.log(2.0 * clamp)) + 1.0
-    r = torch.clamp(r, max=cap)
-    small = r.abs() < _K3_SERIES_BELOW
-    series = _k3_series(torch.where(small, r, torch.zeros_like(r)))
-    direct = torch.expm1(torch.where(small, torch.ones_like(r), r))
-    direct = direct - torch.where(small, torch.ones_like(r), r)
+    r = torch.clamp(ref - lp, max=cap)                             # (..., T) log pi_ref/pi_theta
+    small = r.abs() < K3_SERIES_BELOW                              # where expm1(r) - r cancels
+    series = k3_series(torch.where(small, r, torch.zeros_like(r)))
+    direct = k3_expm1(torch.where(small, torch.ones_like(r), r))
     return _finish("k3", torch.where(small, series, direct), out_dtype, clamp)

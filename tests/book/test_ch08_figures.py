@@ -1,4 +1,5 @@
-"""Chapter 8's figures draw what they say, and its drill checker tells right from wrong."""
+"""Chapter 8's figures draw what they say: each system's advantages and losses, and process
+against outcome supervision."""
 
 import matplotlib
 

@@ -1,6 +1,7 @@
 """gl.sliders: live ipywidgets in Jupyter, precomputed frames for the static site.
 
-The JavaScript player itself is exercised in a real browser by tests/test_browser.py.
+The JavaScript player (slider_player.js) is exercised in a real browser by
+tests/site/test_browser.py.
 """
 
 import base64
@@ -129,22 +130,30 @@ def test_bad_figure_or_controls_are_rejected_by_name():
         sliders.explorer(tiny_figure, {"a": 2}, {"a": [2]})
 
 
-def test_chapter_one_grid_moves_the_figure_with_G_and_with_spread_when_unscaled():
-    frames = sliders.render_frames(gl.book.ch01.advantage_explorer_figure,
-                                   {"G": [4, 16], "spread": [1.0, 10.0],
-                                    "scale": ["group", "none"]},
-                                   {"G": 4, "spread": 1.0, "scale": "group", "n_groups": 300})
-    assert frames.frame(G=4, spread=1.0, scale="group") != frames.frame(G=16, spread=1.0,
-                                                                       scale="group")
-    assert frames.frame(G=4, spread=1.0, scale="none") != frames.frame(G=4, spread=10.0,
-                                                                      scale="none")
-    # the std divides the spread out: the chapter's claim, visible as one shared frame
-    assert frames.frame(G=4, spread=1.0, scale="group") == frames.frame(G=4, spread=10.0,
-                                                                       scale="group")
+def test_the_static_player_names_the_figure_function_by_its_public_path():
+    controls = {"beta": w.FloatSlider(value=0.1, min=0.0, max=1.0, description="beta")}
+    box = sliders.explorer(gl.book.ch03.kl_beta_figure, controls, {"beta": [0.1]}, static=True)
+    assert 'alt="figure by gl.book.ch03.kl_beta_figure (beta=0.1)"' in box.static_html
 
 
-def test_chapter_one_explorer_offers_its_grid_on_the_site():
-    box = gl.book.ch01.advantage_explorer(static=False)
-    assert set(gl.book.ch01.ADVANTAGE_GRID) <= set(box.controls)
-    for name, options in gl.book.ch01.ADVANTAGE_GRID.items():
-        assert box.controls[name].value in options, name
+def test_the_page_is_filled_from_the_template_files_that_ship_with_the_package():
+    import tomllib
+    from fnmatch import fnmatch
+    from importlib import resources
+    from pathlib import Path
+
+    frames = sliders.render_frames(tiny_figure, {"a": [1, 2], "b": ["up", "down"]},
+                                   {"a": 1, "b": "up"})
+    page = sliders.frames_html(frames, title="tiny")
+    assert not re.search(r"\$\w", page) and "<!--" not in page     # every $name filled in
+    script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    player = (resources.files("grpo_lab.book") / "slider_player.js").read_text()
+    assert script.strip() in player and "//" not in script         # the file, less its header
+    assert len(re.findall(r'<label for="gl-\w+-\d"', page)) == 2    # one label per parameter
+
+    root = Path(__file__).resolve().parents[2]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"].get("package-data", {}).get("grpo_lab.book", [])
+    for name in ("slider_frames.html", "slider_player.js"):
+        assert (root / "grpo_lab" / "book" / name).is_file()
+        assert any(fnmatch(name, p) for p in patterns), f"pyproject.toml ships no {name}"

@@ -1,4 +1,5 @@
-"""kl_k1, kl_k2, kl_k3: worked numbers, numerics, properties, the gradient claims, bad input."""
+"""kl_k1, kl_k2, kl_k3: worked numbers, numerics, properties, the gradient claims (checked
+against the exact answers of gl.kl_theory), bad input."""
 
 import re
 
@@ -210,7 +211,7 @@ def softmax_pair(seed, V=6, scale=1.0):
 @pytest.mark.parametrize("seed", range(5))
 def test_k1_and_k3_are_unbiased_k2_is_not(seed):
     logits, ref_logits = softmax_pair(seed)
-    logp, ref_logp = gl.kl_theory.log_softmax(logits), gl.kl_theory.log_softmax(ref_logits)   # (V,), every token
+    logp, ref_logp = gl.log_softmax(logits), gl.log_softmax(ref_logits)   # (V,), every token
     p = np.exp(logp)
     kl = gl.kl_theory.kl_categorical(logits, ref_logits)
     assert p @ gl.kl_k1(logp, ref_logp) == pytest.approx(kl, rel=1e-12)
@@ -232,36 +233,12 @@ def test_monte_carlo_matches_the_gaussian_closed_form(mu):
         assert k.std() == pytest.approx(exact[name]["std"], rel=0.03), name
 
 
-@pytest.mark.parametrize("mu, table", [
-    # Schulman, "Approximating KL Divergence": (bias/true, stdev/true) for k1, k2, k3
-    (0.1, [(0, 20), (0.002, 1.42), (0, 1.42)]),
-    (1.0, [(0, 2), (0.25, 1.73), (0, 1.7)]),
-])
-def test_closed_form_reproduces_schulmans_table(mu, table):
-    m = gl.kl_theory.gaussian_estimator_moments(mu)
-    for name, (bias, std) in zip(("k1", "k2", "k3"), table):
-        assert (m[name]["mean"] - m["kl"]) / m["kl"] == pytest.approx(bias, abs=6e-4)
-        assert m[name]["std"] / m["kl"] == pytest.approx(std, abs=6e-3)
-
-
 # --- the gradient claims --------------------------------------------------------------------
-
-@pytest.mark.parametrize("seed", range(5))
-def test_exact_kl_gradients_match_finite_differences(seed):
-    logits, ref_logits = softmax_pair(seed)
-    h = 1e-6
-    for direction, kl in [("reverse", gl.kl_theory.kl_categorical),
-                          ("forward", lambda a, b: gl.kl_theory.kl_categorical(b, a))]:
-        fd = np.array([(kl(logits + h * e, ref_logits) - kl(logits - h * e, ref_logits)) / (2 * h)
-                       for e in np.eye(logits.size)])
-        np.testing.assert_allclose(gl.kl_theory.kl_categorical_grad(logits, ref_logits, direction=direction),
-                                   fd, atol=1e-8)
-
 
 @given(st.integers(0, 2 ** 32 - 1), st.integers(2, 8), st.floats(0.1, 3.0))
 def test_what_each_estimator_follows_as_a_loss_term(seed, V, scale):
     logits, ref_logits = softmax_pair(seed, V, scale)
-    p = np.exp(gl.kl_theory.log_softmax(logits))                          # sampling weights, frozen
+    p = np.exp(gl.log_softmax(logits))                          # sampling weights, frozen
     reverse = gl.kl_theory.kl_categorical_grad(logits, ref_logits, direction="reverse")
     forward = gl.kl_theory.kl_categorical_grad(logits, ref_logits, direction="forward")
     g1, g2, g3 = (gl.kl_theory.estimator_grad_table(fn, logits, ref_logits) @ p for fn in ESTIMATORS)
@@ -272,7 +249,7 @@ def test_what_each_estimator_follows_as_a_loss_term(seed, V, scale):
 
 def test_k3_gradient_is_not_the_reverse_kl_gradient():
     logits, ref_logits = np.array([2.0, 0.0, -1.0]), np.array([-1.0, 0.0, 2.0])
-    p = np.exp(gl.kl_theory.log_softmax(logits))
+    p = np.exp(gl.log_softmax(logits))
     g3 = gl.kl_theory.estimator_grad_table(gl.kl_k3, logits, ref_logits) @ p
     reverse = gl.kl_theory.kl_categorical_grad(logits, ref_logits)
     assert np.linalg.norm(g3 - reverse) > 0.3 * np.linalg.norm(reverse)
@@ -281,40 +258,11 @@ def test_k3_gradient_is_not_the_reverse_kl_gradient():
 def test_k1_in_the_reward_gives_the_reverse_kl_gradient():
     # REINFORCE with reward -k1 (detached): E[k1(x) grad log pi(x)] = grad KL(pi || pi_ref)
     logits, ref_logits = softmax_pair(7)
-    logp, ref_logp = gl.kl_theory.log_softmax(logits), gl.kl_theory.log_softmax(ref_logits)
+    logp, ref_logp = gl.log_softmax(logits), gl.log_softmax(ref_logits)
     p = np.exp(logp)
     score = gl.kl_theory.estimator_grad_table(gl.kl_k1, logits, ref_logits)   # (V, V): grad log pi(x)
     np.testing.assert_allclose(score @ (p * gl.kl_k1(logp, ref_logp)),
                                gl.kl_theory.kl_categorical_grad(logits, ref_logits), atol=1e-8)
-
-
-def test_grad_table_of_k1_is_the_score_function():
-    logits = np.array([0.5, -1.0, 2.0])
-    p = np.exp(gl.kl_theory.log_softmax(logits))
-    J = gl.kl_theory.estimator_grad_table(gl.kl_k1, logits, np.zeros(3))
-    np.testing.assert_allclose(J, np.eye(3) - p[:, None], atol=1e-9)    # [x == j] - pi_j
-
-
-@pytest.mark.parametrize("beta", [0.02, 0.04, 0.3, 1.0, 10.0])
-@pytest.mark.parametrize("direction", ["reverse", "forward"])
-def test_regularised_policy_is_a_stationary_point_of_its_objective(beta, direction):
-    # d/d logits [pi . r - beta KL] = pi * (r - pi . r) - beta * grad KL: zero at the optimum
-    rewards, ref_logits = softmax_pair(3)
-    pi = gl.kl_theory.kl_regularised_policy(rewards, ref_logits, beta, direction=direction)
-    assert pi.sum() == pytest.approx(1.0, abs=1e-14) and np.all(pi > 0)
-    logits = np.log(pi)
-    grad = pi * (rewards - pi @ rewards) - beta * gl.kl_theory.kl_categorical_grad(
-        logits, ref_logits, direction=direction)
-    np.testing.assert_allclose(grad, 0.0, atol=1e-12)
-
-
-def test_forward_kl_keeps_more_mass_on_what_the_reference_likes():
-    # reverse KL tilts by e^{r/beta} and starves low-reward tokens; forward keeps beta*ref/(lam-r)
-    rewards, ref_logits = np.array([1.0, 0.0, 0.0]), np.zeros(3)
-    rev = gl.kl_theory.kl_regularised_policy(rewards, ref_logits, 0.1)
-    fwd = gl.kl_theory.kl_regularised_policy(rewards, ref_logits, 0.1, direction="forward")
-    assert rev[1] == pytest.approx(1 / (np.exp(10) + 2), rel=1e-12)
-    assert fwd[1] > 50 * rev[1]
 
 
 # --- bad input ------------------------------------------------------------------------------
@@ -353,31 +301,3 @@ def test_bad_arrays_are_refused_with_a_message(fn, logp, ref_logp, exc, message)
 def test_bad_clamp_is_refused_with_a_message(fn, clamp, exc, message):
     with pytest.raises(exc, match=re.escape(message)):
         fn([0.0], [-1.0], clamp=clamp)
-
-
-@pytest.mark.parametrize("call, exc, message", [
-    (lambda: gl.kl_theory.estimator_grad_table("k3", [0.0, 1.0], [1.0, 0.0]), TypeError,
-     "estimator: expected a function such as gl.kl_k3, got str"),
-    (lambda: gl.kl_theory.estimator_grad_table(gl.kl_k3, [0.0, 1.0], [1.0, 0.0], h=0), ValueError,
-     "h: expected a number > 0.0, got 0.0"),
-    (lambda: gl.kl_theory.kl_categorical([[0.0, 1.0]], [[1.0, 0.0]]), ValueError,
-     "logits: expected a 1-D array of one value per token, shape (V,), got a 2-D float64 array"),
-    (lambda: gl.kl_theory.kl_categorical([0.0, 1.0], [1.0, 0.0, 2.0]), ValueError,
-     "ref_logits: expected the shape of logits, (2,), got shape (3,)"),
-    (lambda: gl.kl_theory.kl_categorical([0.0], [1.0]), ValueError,
-     "logits: expected V >= 2 tokens, got shape (1,)"),
-    (lambda: gl.kl_theory.kl_categorical_grad([0.0, 1.0], [1.0, 0.0], direction="backward"), ValueError,
-     "direction: expected one of 'reverse', 'forward', got 'backward'"),
-    (lambda: gl.kl_theory.gaussian_estimator_moments(30.0), ValueError, "mu: expected |mu| <= 26.5"),
-    (lambda: gl.kl_theory.gaussian_estimator_moments("1"), TypeError, "mu: expected a real number"),
-    (lambda: gl.kl_theory.log_softmax("abc"), TypeError, "logits: expected a numeric array"),
-    (lambda: gl.kl_theory.kl_regularised_policy([[1.0, 0.0]], [0.0, 0.0], 0.1), ValueError,
-     "rewards: expected a 1-D array"),
-    (lambda: gl.kl_theory.kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 0.0), ValueError,
-     "beta: expected a number > 0.0, got 0.0"),
-    (lambda: gl.kl_theory.kl_regularised_policy([1.0, 0.0], [0.0], 0.1), ValueError,
-     "ref_logits: expected the shape of rewards, (2,), got shape (1,)"),
-])
-def test_theory_helpers_refuse_bad_input(call, exc, message):
-    with pytest.raises(exc, match=re.escape(message)):
-        call()

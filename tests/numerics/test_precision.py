@@ -300,43 +300,6 @@ def test_rounded_matmul_kernels_agree_to_a_few_roundings(name):
         assert np.all(np.abs(other - one) <= bound)
 
 
-# --- error_table ---------------------------------------------------------------------------
-
-def test_error_table_measures_naive_against_package():
-    z = np.array([[0.0, 5.0, 12.0], [1.0, 2.0, 3.0]])
-    t = gl.error_table({"naive": naive_log_softmax, "gl.log_softmax": gl.log_softmax}, z)
-    assert [(r.function, r.dtype) for r in t.rows[:2]] == [("naive", "float16"),
-                                                          ("gl.log_softmax", "float16")]
-    assert len(t.rows) == 8
-    assert t["naive", "float16"].nonfinite == 3 and t["naive", "float16"].max_abs == math.inf
-    for name in ALL:
-        row = t["gl.log_softmax", name]
-        assert row.nonfinite == 0 and row.note == ""
-        assert row.in_u <= (0.0 if name == "float64" else 2.0 ** -24 / gl.unit_roundoff(name) * 4)
-    assert t["naive", "float32"].rel < 1e-6                          # fine where exp(12) fits
-    text = str(t)
-    assert text.splitlines()[0].startswith("function")
-    assert "naive          |  float16 |         inf" in text
-
-
-def test_error_table_notes_inputs_that_do_not_fit_and_functions_that_raise():
-    r = np.array([[1e20, -1e20, 3e19, 0.0]])
-    t = gl.error_table({"gl.group_advantages": gl.group_advantages}, r,
-                       dtypes=["float16", "float32"])
-    assert t["gl.group_advantages", "float16"].note == "input overflows float16"
-    assert t["gl.group_advantages", "float32"].in_u < 2
-    t = gl.error_table(lambda x: gl.group_advantages(x, scale="none"),
-                       np.array([[65000.0, -65000.0, -65000.0, -65000.0]]), dtypes=["float16"])
-    assert t.rows[0].note == "raised ValueError"
-    assert "-" in str(t).splitlines()[1]
-
-
-def test_error_table_compares_on_the_rounded_inputs():
-    x = np.array([0.1, 0.2, 0.3])
-    t = gl.error_table(lambda v: v * 1.0, x, reference=lambda v: v)  # exact: no error added
-    assert all(r.max_abs == 0 for r in t.rows)
-
-
 # --- bad input ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, exc, pattern", [
@@ -384,17 +347,6 @@ def test_error_table_compares_on_the_rounded_inputs():
     (lambda: gl.rounded_matmul(np.full((1, 1), 1e5), np.ones((1, 1)), "float16"), ValueError,
      r"a, b: expected values that fit in float16, got some beyond its largest finite "
      r"value 65504"),
-    (lambda: gl.error_table(42, np.ones(3)), TypeError,
-     r"fns: expected a function or a non-empty dict of name -> function, got int 42"),
-    (lambda: gl.error_table({}, np.ones(3)), TypeError, r"fns: expected .* got a dict|fns:"),
-    (lambda: gl.error_table(np.exp, np.ones(3), dtypes="float16"), TypeError,
-     r"dtypes: expected a sequence of dtypes"),
-    (lambda: gl.error_table(np.exp, np.ones(3), dtypes=[]), ValueError,
-     r"dtypes: expected at least one dtype, got an empty sequence"),
-    (lambda: gl.error_table(np.exp, np.ones(3), reference=1.0), TypeError,
-     r"reference: expected a function or None, got float 1.0"),
-    (lambda: gl.error_table({"f": lambda x: x[:1]}, np.ones(3), reference=lambda x: x),
-     ValueError, r"fns: expected 'f' to return the reference's shape \(3,\), got a 1-D"),
 ])
 def test_bad_input(call, exc, pattern):
     with pytest.raises(exc, match=pattern):

@@ -107,17 +107,3 @@ def test_rounded_matmul_is_within_splits_roundings_of_the_exact_product(data, na
     subnormal = float(ml_dtypes.finfo(gl.as_dtype(name)).smallest_subnormal)
     assert np.all(np.abs(out - a_r @ b_r) <= bound + (splits + 1) * subnormal)
     np.testing.assert_array_equal(out, gl.round_trip(out, name))   # representable
-
-
-@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 5), st.integers(2, 6)),
-                  elements=st.floats(-100, 100, width=64)))
-def test_error_table_of_the_reference_itself_is_zero_in_float64(rewards):
-    t = gl.error_table({"a": gl.group_advantages, "b": gl.group_advantages}, rewards)
-    assert t["a", "float64"].max_abs == 0 and t["b", "float64"].max_abs == 0
-    for name in gl.DTYPES:
-        row, twin = t["a", name], t["b", name]
-        assert (row.max_abs, row.rel, row.nonfinite, row.note) == \
-            (twin.max_abs, twin.rel, twin.nonfinite, twin.note)
-        if not row.note:
-            assert row.nonfinite == 0
-            assert row.rel <= 4 * gl.unit_roundoff(name) or row.max_abs <= 1e-6

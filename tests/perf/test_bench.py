@@ -1,4 +1,5 @@
-"""python -m grpo_lab.bench: runs, writes valid JSON, refuses bad arguments; its baselines are right.
+"""python -m grpo_lab.bench: runs, writes valid JSON, refuses bad arguments, and puts each goal
+next to what it measured (the baselines: test_baselines.py; the probes: test_measure.py).
 
 Timings are never asserted here: the benchmark is a command, not a test.
 """
@@ -12,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import grpo_lab as gl
 from grpo_lab import bench
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +50,8 @@ def test_quick_run_writes_valid_json(tmp_path):
     whats = [s["what"] for s in report["summary"]]
     assert any("group_advantages_fast" in w for w in whats)
     assert "x copy" in proc.stdout and "wrote quick.json" in proc.stdout
+    if "torch" in report["environment"]:
+        assert_torch_rows_and_goals(report, proc.stdout)
     assert "profiler_start" not in proc.stderr
 
 
@@ -72,33 +74,58 @@ def test_cuda_without_a_gpu_is_refused(tmp_path):
     assert proc.returncode == 2 and "--device cuda: expected torch with a CUDA device" in proc.stderr
 
 
-# --- the baselines compute what they claim ---------------------------------------------------
+def assert_torch_rows_and_goals(report, stdout):
+    """The TRL-style code, the torch mirror and the fused loss, measured in the same run, and
+    the issue-13 goals next to them in the summary, the table and the JSON."""
+    impls = {(r["bench"], tuple(r["shape"]), r["impl"]) for r in report["results"]}
+    for shape in bench.QUICK_ADV_SIZES:
+        for impl in ("torch copy", bench.TRL_ADV, bench.MIRROR_ADV):
+            assert ("group_advantages", shape, impl) in impls
+    for impl in ("torch copy", bench.TRL_LOSS, bench.MIRROR_LOSS, bench.FUSED_LOSS):
+        assert ("grpo_loss fwd+bwd", bench.QUICK_LOSS_SIZE, impl) in impls
+    assert not any("grpo_loss_eager" in impl for _, _, impl in impls)
+    goals = {s["what"]: s for s in report["summary"]}
+    N, T = bench.QUICK_LOSS_SIZE
+    loss = goals[f"torch mirror loss vs TRL-style eager ({N}, {T}) fwd+bwd"]
+    assert loss["goal_time_vs_trl"] == 1.2 and loss["goal_peak_vs_trl"] == 1.2
+    assert loss["time_vs_trl"] > 0 and loss["peak_vs_trl"] > 0
+    assert loss["goal_met"] == (loss["time_vs_trl"] <= 1.2 and loss["peak_vs_trl"] <= 1.2)
+    fused = goals[f"fused loss vs TRL-style eager ({N}, {T}) fwd+bwd"]
+    assert fused["goal_speedup"] == 3.0 and fused["goal_peak_fraction"] == pytest.approx(1 / 3)
+    for B, G in bench.QUICK_ADV_SIZES:
+        adv = goals[f"torch mirror advantages vs TRL-style two-liner ({B}, {G})"]
+        assert adv["goal_time_vs_trl"] == 1.0
+        assert adv["goal_met"] == (adv["time_vs_trl"] <= 1.0)
+    assert "summary: torch mirror loss vs TRL-style eager" in stdout
+    assert "time_vs_trl" in stdout and "(goal <= 1.2)" in stdout
 
-def test_plain_formula_is_group_advantages_where_groups_have_a_spread():
-    r = np.random.default_rng(0).normal(size=(50, 8))
-    np.testing.assert_allclose(bench.plain_advantages(r), gl.group_advantages(r), rtol=1e-12)
+
+def row(bench_name, shape, impl, times, peak):
+    return {"bench": bench_name, "shape": list(shape), "impl": impl, "times_s": times,
+            "ratio_to_copy": 1.0, "peak_extra_bytes": peak, "peak_extra_vs_output": 1.0}
 
 
-def test_trl_style_is_bessel_std_with_eps_1e4():
-    torch = pytest.importorskip("torch")
-    r = np.random.default_rng(1).normal(size=(40, 6))
-    got = bench.trl_style_advantages(torch.from_numpy(r.reshape(-1)), 6).numpy().reshape(40, 6)
-    np.testing.assert_allclose(got, gl.group_advantages(r, eps=1e-4, ddof=1), rtol=1e-12)
+def test_summary_pairs_each_round_with_the_trl_style_baseline():
+    L = "grpo_loss fwd+bwd"
+    rows = [row(L, (8, 16), bench.TRL_LOSS, [1.0, 2.0, 1.0], 100),
+            row(L, (8, 16), bench.MIRROR_LOSS, [1.1, 2.2, 1.5], 110),   # 1.1, 1.1, 1.5
+            row(L, (8, 16), bench.FUSED_LOSS, [0.25, 0.5, 0.5], 30),    # 4x, 4x, 2x faster
+            row("group_advantages", (4, 8), bench.TRL_ADV, [2.0, 2.0, 2.0], 50),
+            row("group_advantages", (4, 8), bench.MIRROR_ADV, [1.0, 3.0, 2.2], 40)]
+    goals = {s["what"]: s for s in bench.summary(rows)}
+    mirror = goals["torch mirror loss vs TRL-style eager (8, 16) fwd+bwd"]
+    assert mirror["time_vs_trl"] == pytest.approx(1.1) and mirror["peak_vs_trl"] == 1.1
+    assert mirror["goal_met"]
+    fused = goals["fused loss vs TRL-style eager (8, 16) fwd+bwd"]
+    assert fused["speedup"] == pytest.approx(4.0) and fused["peak_fraction_of_eager"] == 0.3
+    assert fused["goal_met"]
+    adv = goals["torch mirror advantages vs TRL-style two-liner (4, 8)"]
+    assert adv["time_vs_trl"] == pytest.approx(1.1) and not adv["goal_met"]
 
 
-# --- the memory probes measure -----------------------------------------------------------------
-
-def test_numpy_peak_sees_a_temporary():
-    def allocate():
-        big = np.ones(1 << 20)           # 8 MiB, freed before returning
-        return float(big.sum())
-    assert 8 << 20 <= bench._peak_numpy(allocate) < 9 << 20
-
-
-def test_torch_cpu_peak_sees_a_temporary():
-    torch = pytest.importorskip("torch")
-
-    def allocate():
-        big = torch.ones(1 << 20, dtype=torch.float64)      # 8 MiB, freed before returning
-        return float(big.sum())
-    assert 8 << 20 <= bench._peak_torch(allocate, "cpu") < 9 << 20
+def test_summary_says_a_goal_is_missed_when_memory_is_over():
+    L = "grpo_loss fwd+bwd"
+    rows = [row(L, (8, 16), bench.TRL_LOSS, [1.0] * 3, 100),
+            row(L, (8, 16), bench.MIRROR_LOSS, [1.0] * 3, 121)]       # fast enough, too big
+    (mirror,) = bench.summary(rows)
+    assert mirror["peak_vs_trl"] == 1.21 and not mirror["goal_met"]

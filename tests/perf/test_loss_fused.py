@@ -1,4 +1,5 @@
-"""The torch GRPO loss: fused equals eager (loss, gradient, diagnostics), eager equals NumPy."""
+"""The fused GRPO loss equals the torch mirror's eager loss (loss, gradient, diagnostics,
+errors), the eager loss equals NumPy, and the fused one needs a fraction of the memory."""
 
 import itertools
 import re
@@ -10,7 +11,11 @@ torch = pytest.importorskip("torch")
 
 import grpo_lab as gl  # noqa: E402
 import grpo_lab.perf.loss_fused as lf  # noqa: E402
-from grpo_lab.bench import _peak_torch  # noqa: E402
+import grpo_lab.torch as glt  # noqa: E402
+from grpo_lab.perf.baselines import trl_style_loss  # noqa: E402
+from grpo_lab.perf.measure import peak_bytes_torch  # noqa: E402
+
+EAGER = glt.grpo_loss          # the one eager torch loss: the mirror
 
 
 def inputs(N=12, T=9, dtype=torch.float64, seed=0, per_token_adv=False, spread=0.3):
@@ -54,28 +59,28 @@ def assert_same(a, b, rtol, atol):
 @pytest.mark.parametrize("per_token_adv", [False, True])
 def test_fused_equals_eager_float64(options, per_token_adv):
     x = inputs(per_token_adv=per_token_adv)
-    assert_same(loss_and_grad(lf.grpo_loss_eager, *x, **options),
+    assert_same(loss_and_grad(EAGER, *x, **options),
                 loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("options", OPTIONS[::5], ids=lambda o: "-".join(map(str, o.values())))
 def test_fused_equals_eager_float32(options):
     x = inputs(N=64, T=300, dtype=torch.float32, seed=1)
-    assert_same(loss_and_grad(lf.grpo_loss_eager, *x, **options),
+    assert_same(loss_and_grad(EAGER, *x, **options),
                 loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=2e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("block_tokens", [1, 9, 20, 1 << 16])
 def test_blocks_do_not_change_the_result(block_tokens, monkeypatch):
     x = inputs(N=13, T=9, seed=2)       # 13 rows: a ragged last block for most sizes
-    expected = loss_and_grad(lf.grpo_loss_eager, *x)
+    expected = loss_and_grad(EAGER, *x)
     monkeypatch.setattr(lf, "BLOCK_TOKENS", block_tokens)
     assert_same(expected, loss_and_grad(lf.grpo_loss_fused, *x), rtol=1e-12, atol=1e-14)
 
 
 def test_no_reference_model():
     logp, old, _, adv, mask = inputs(seed=3)
-    eager = loss_and_grad(lf.grpo_loss_eager, logp, old, None, adv, mask, beta=0.0)
+    eager = loss_and_grad(EAGER, logp, old, None, adv, mask, beta=0.0)
     fused = loss_and_grad(lf.grpo_loss_fused, logp, old, None, adv, mask, beta=0.0)
     assert_same(eager, fused, rtol=1e-12, atol=1e-14)
     assert fused[2]["mean_kl"] is None
@@ -90,21 +95,21 @@ def test_clipped_and_clamped_tokens_pass_no_gradient():
     old[2, :2] = logp[2, :2] - 25.0      # log-ratio clamped at 20
     old[3, :2] = logp[3, :2] + 25.0      # clamped at -20
     adv = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
-    for fn in (lf.grpo_loss_eager, lf.grpo_loss_fused):
+    for fn in (EAGER, lf.grpo_loss_fused):
         _, grad, diagnostics = loss_and_grad(fn, logp, old, ref, adv, mask, beta=0.0)
         assert torch.all(grad[0, :3] == 0) and torch.all(grad[1, :3] == 0)   # clipped
         assert torch.all(grad[2, :2] == 0) and torch.all(grad[3, :2] == 0)   # clamped
         assert torch.all(grad[:, 3:] != 0)                                   # ratio 1
         assert diagnostics["clip_frac_high"] == pytest.approx(3 / 24)
         assert diagnostics["clip_frac_low"] == pytest.approx(3 / 24)
-    assert_same(loss_and_grad(lf.grpo_loss_eager, logp, old, ref, adv, mask),
+    assert_same(loss_and_grad(EAGER, logp, old, ref, adv, mask),
                 loss_and_grad(lf.grpo_loss_fused, logp, old, ref, adv, mask), 1e-12, 1e-14)
 
 
 def test_sequence_level_is_the_eager_gspo():
     x = inputs(seed=5)
     options = dict(level="sequence", eps_low=3e-4, eps_high=4e-4)
-    assert_same(loss_and_grad(lf.grpo_loss_eager, *x, **options),
+    assert_same(loss_and_grad(EAGER, *x, **options),
                 loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=0, atol=0)
 
 
@@ -128,7 +133,7 @@ def test_gradcheck_against_finite_differences():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_low_precision_inputs_work_in_float32(dtype):
     x = inputs(N=16, T=64, dtype=dtype, seed=8)
-    eager, fused = (loss_and_grad(fn, *x) for fn in (lf.grpo_loss_eager, lf.grpo_loss_fused))
+    eager, fused = (loss_and_grad(fn, *x) for fn in (EAGER, lf.grpo_loss_fused))
     assert fused[0].dtype == dtype and fused[1].dtype == dtype
     assert_same(eager, fused, rtol=1e-2, atol=1e-3)
 
@@ -139,7 +144,7 @@ def test_low_precision_inputs_work_in_float32(dtype):
                          ids=lambda o: "-".join(map(str, o.values())))
 def test_eager_equals_numpy_grpo_loss(options):
     logp, old, ref, adv, mask = inputs(seed=9)
-    loss, _, diagnostics = loss_and_grad(lf.grpo_loss_eager, logp, old, ref, adv, mask, **options)
+    loss, _, diagnostics = loss_and_grad(EAGER, logp, old, ref, adv, mask, **options)
     np_loss, np_diag = gl.grpo_loss(logp.numpy(), old.numpy(), ref.numpy(), adv.numpy(),
                                     mask.numpy(), **options)
     assert float(loss) == pytest.approx(float(np_loss), rel=1e-12, abs=1e-14)
@@ -177,7 +182,7 @@ def bad_cases():
     nan[2, 1] = float("nan")
     return [
         ((logp.numpy(), old, ref, adv, mask), {}, r"logp: expected a torch.Tensor"),
-        ((logp[0], old, ref, adv, mask), {}, r"logp: expected a non-empty 2-D"),
+        ((logp[0], old, ref, adv, mask), {}, r"logp: expected a 2-D tensor"),
         ((logp, old[:, :3], ref, adv, mask), {}, r"old_logp: expected shape \(3, 4\)"),
         ((logp, old, ref, adv[:2], mask), {}, r"adv: expected shape \(3,\)"),
         ((logp, old, ref, adv, mask.T), {}, r"mask: expected shape \(3, 4\)"),
@@ -188,15 +193,17 @@ def bad_cases():
         ((logp, old, ref, adv, mask), {"agg": "mean"}, r"agg: expected one of"),
         ((logp, old, ref, adv, mask), {"eps_low": 1.5}, r"eps_low: expected a number <= 1.0"),
         ((logp, old, ref, adv, mask), {"beta": -1.0}, r"beta: expected a number >= 0.0"),
-        ((logp.long(), old, ref, adv, mask), {}, r"logp: expected a float16, bfloat16"),
-        ((nan, old, ref, adv, mask), {}, r"logp: expected finite values, got 1 non-finite"),
+        ((logp.to(torch.complex64), old, ref, adv, mask), {},
+         r"logp: expected a real numeric dtype \(float, int or bool\)"),
+        ((nan, old, ref, adv, mask), {},
+         r"logp: expected finite values, got nan at index \(2, 1\) \(1 non-finite"),
     ]
 
 
 @pytest.mark.parametrize("case", range(len(bad_cases())))
 def test_bad_input_gives_the_same_error_from_both(case):
     args, kwargs, pattern = bad_cases()[case]
-    eager = error_of(lf.grpo_loss_eager, *args, **kwargs)
+    eager = error_of(EAGER, *args, **kwargs)
     fused = error_of(lf.grpo_loss_fused, *args, **kwargs)
     assert eager == fused
     assert re.search(pattern, eager[1]), eager
@@ -221,8 +228,10 @@ def test_fused_peak_memory_is_under_a_third_of_eager():
             loss.backward()
             return leaf.grad
         return run
-    eager = _peak_torch(step(lf.grpo_loss_eager), "cpu")
-    fused = _peak_torch(step(lf.grpo_loss_fused), "cpu")
+    trl = peak_bytes_torch(step(trl_style_loss), "cpu")
+    eager = peak_bytes_torch(step(EAGER), "cpu")
+    fused = peak_bytes_torch(step(lf.grpo_loss_fused), "cpu")
     per_token = logp.numel() * 4
-    assert eager > 6 * per_token         # autograd keeps many (N, T) tensors: can fail
-    assert fused < eager / 3, (fused / per_token, eager / per_token)
+    assert trl > 6 * per_token           # autograd keeps many (N, T) tensors: can fail
+    assert fused < trl / 3, (fused / per_token, trl / per_token)
+    assert fused < eager / 2, (fused / per_token, eager / per_token)   # the lean mirror too

@@ -1,7 +1,5 @@
-"""The presets and the knob map (chapter 8): each preset reproduces the formula of the code it
-cites, every map cell cites a source of its own system, and default_loss is checked by hand."""
-
-import re
+"""The presets (chapter 8): each preset reproduces the formula of the code it cites, its fields
+are grpo_lab options, and default_loss is checked by hand. The knob map: test_knobs.py."""
 
 import numpy as np
 import pytest
@@ -36,7 +34,7 @@ def test_preset_advantages_are_the_cited_formula(name, formula):
                                rtol=1e-9, atol=1e-15)
 
 
-def test_one_right_answer_in_four_by_hand():
+def test_one_right_answer_in_four_gets_each_systems_hand_worked_advantage():
     # Bessel std of (1, 0, 0, 0) is 0.5 (population: sqrt(3)/4), the deviation 0.75.
     expect = {"grpo_lab": 0.75 / (np.sqrt(3) / 4 + 1e-8), "trl": 0.75 / 0.5001,
               "verl": 0.75 / (0.5 + 1e-6), "openrlhf": 0.75 / (0.5 + 1e-9)}
@@ -71,57 +69,13 @@ def test_preset_fields_are_grpo_lab_options(name):
     assert p.version.count("\n") == len(p.sources) - 1
 
 
-def test_sources_name_a_commit_and_their_own_system():
-    for key, s in gl.presets.SOURCES.items():
-        if key == "grpo_lab":
-            continue
-        assert re.fullmatch(r"[0-9a-f]{40}", s.commit), key
-        assert {"T": "TRL", "V": "verl", "O": "OpenRLHF"}[key[0]] == s.system
-        assert s.short == f"{s.path} @ {s.commit[:7]}"
-
-
-def test_the_defaults_that_differ_are_recorded():
+def test_the_systems_differ_in_eps_aggregation_dual_clip_and_kl_placement():
     # The differences the chapter measures; a change here must be a deliberate re-read.
     assert [P[n].advantages["eps"] for n in ("trl", "verl", "openrlhf")] == [1e-4, 1e-6, 1e-9]
     assert all(P[n].advantages["ddof"] == 1 for n in ("trl", "verl", "openrlhf"))
     assert (P["trl"].agg, P["verl"].agg, P["openrlhf"].agg) == ("dapo", "bnpo", "bnpo")
     assert P["verl"].dual_clip == 3.0 and P["trl"].dual_clip is None
     assert (P["trl"].kl_in, P["verl"].kl_in, P["openrlhf"].kl_in) == ("loss", "off", "reward")
-
-
-# --- the map ----------------------------------------------------------------------------------
-
-CONCEPTS = ["estimator", "scaling", "batch", "leave-one-out", "clip", "dual-clip",
-            "kl estimator", "kl coefficient", "reward or in the loss", "kl clamp",
-            "aggregation", "gspo", "iterations", "truncated"]
-
-
-def test_the_map_has_one_row_per_concept_of_the_issue():
-    concepts = [row.concept.lower() for row in gl.presets.KNOB_MAP]
-    assert len(concepts) == len(CONCEPTS)
-    for word in CONCEPTS:
-        assert any(word in c for c in concepts), word
-
-
-def test_every_cell_cites_a_source_of_its_own_system():
-    prefix = {1: "T", 2: "V", 3: "O"}
-    for row in gl.presets.KNOB_MAP:
-        cells = row.cells()
-        assert cells[0][1] == ("grpo_lab",), row.concept
-        for col, (text, keys) in enumerate(cells[1:], start=1):
-            assert text.strip(), row.concept
-            assert "|" not in text, (row.concept, "a pipe ends a Markdown table cell")
-            assert keys and all(k.startswith(prefix[col]) and k in gl.presets.SOURCES
-                                for k in keys), (row.concept, keys)
-
-
-def test_knob_map_markdown_is_a_table_with_every_source():
-    md = gl.presets.knob_map_markdown()
-    table = [line for line in md.splitlines() if line.startswith("| ")]
-    assert len(table) == 2 + len(gl.presets.KNOB_MAP)       # header, rule, one per concept
-    assert all(line.count(" | ") == 4 for line in table)   # five columns, no stray pipes
-    for key, s in gl.presets.SOURCES.items():
-        assert f"**{key}**" in md and s.path in md and s.commit[:10] in md
 
 
 # --- default_loss by hand ---------------------------------------------------------------------
@@ -154,7 +108,7 @@ def test_verl_dual_clip_caps_a_runaway_negative_token():
     assert verl == pytest.approx((-a_verl + 3 * a_verl) / 2, rel=1e-12)
 
 
-def test_openrlhf_kl_in_the_reward_by_hand():
+def test_openrlhf_kl_in_the_reward_lowers_the_reward_to_go_of_earlier_tokens():
     # k1 = old - ref = 1 on the first token of row 0: its reward-to-go gains -0.01 at t = 0.
     # Ratio 1, token-mean: -(A - 0.01 + A - A - A) / 4 = 0.0025.
     logp = np.zeros((2, 2))
@@ -180,26 +134,34 @@ def test_openrlhf_kl_is_clamped_to_ten():
     (("trl", [[1.0, 0.0]]), {"ref_logp": np.zeros((2, 2))}, ValueError,
      "ref_logp: expected shape (2, 3)"),
 ])
-def test_default_loss_rejects_bad_input(args, kwargs, error, words):
+def test_default_loss_error_names_the_bad_argument(args, kwargs, error, words):
     logp = np.zeros((2, 3))
     with pytest.raises(error) as info:
         gl.presets.default_loss(*args, logp, logp, np.ones((2, 3)), **kwargs)
     assert words in str(info.value)
 
 
-def test_default_loss_checks_the_mask():
+def test_default_loss_refuses_a_mask_of_another_shape():
     logp = np.zeros((2, 3))
     with pytest.raises(ValueError, match="mask: expected shape"):
         gl.presets.default_loss("trl", [[1.0, 0.0]], logp, logp, np.ones((2, 2)))
 
 
-def test_the_chapter_prints_the_package_map():
-    """Chapter 8's map is a Markdown cell written from knob_map_markdown(): they must agree."""
-    import json
-    from pathlib import Path
+def test_default_loss_refuses_old_logp_of_another_shape():
+    logp = np.zeros((2, 3))
+    with pytest.raises(ValueError, match=r"old_logp: expected shape \(2, 3\) \(the shape of logp"):
+        gl.presets.default_loss("trl", [[1.0, 0.0]], logp, np.zeros((2, 2)), np.ones((2, 3)))
+    with pytest.raises(TypeError, match="old_logp: expected a numeric array"):
+        gl.presets.default_loss("trl", [[1.0, 0.0]], logp, None, np.ones((2, 3)))
 
-    path = Path(__file__).resolve().parents[2] / "chapters" / "08_production_knobs.ipynb"
-    cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]
-             if c["cell_type"] == "markdown"]
-    assert any(gl.presets.knob_map_markdown().strip() in c for c in cells), \
-        "re-author the chapter: its map no longer matches grpo_lab.production.presets"
+
+def test_default_loss_shows_one_check_then_the_steps():
+    """The source chapter 8 shows: one validation call, then the five steps, no private name."""
+    import inspect
+
+    body = inspect.getsource(gl.presets.default_loss).split('"""')[-1]
+    lines = [line.strip() for line in body.strip().splitlines()]
+    assert lines[0].startswith("p, r, lp, old, m, ref = check_default_loss_arguments(")
+    assert len(lines) <= 15
+    assert not any(word.startswith("_") for line in lines
+                   for word in line.replace("(", " ").replace(".", " ").split())

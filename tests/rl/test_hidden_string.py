@@ -1,7 +1,8 @@
 """The PPO vs GRPO testbed: hand-written gradients against finite differences, the critic's
-capacity, determinism, and the memory accounting."""
+capacity, determinism, the state it holds, and the old names' messages."""
 
 import itertools
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -34,7 +35,7 @@ def test_surrogate_gradient_matches_grpo_loss_by_finite_differences():
     mask = np.ones((N, T), dtype=bool)
     weights = gl.aggregation_weights(mask, "grpo")
     for eps_high in (None, 0.28):
-        analytic = hs.surrogate_grad_logp(logp, old, adv, weights, eps_low=0.2, eps_high=eps_high)
+        analytic = weights * gl.surrogate_grad_logp(logp, old, adv, eps_low=0.2, eps_high=eps_high)
         numeric = finite_difference(
             lambda: float(gl.grpo_loss(logp, old, None, adv, mask, beta=0.0,
                                        eps_high=eps_high)[0]), logp)
@@ -49,7 +50,7 @@ def test_policy_gradient_matches_finite_differences_through_the_softmax():
     task = hs.Task.make(n_prompts=3, length=4, vocab=5, seed=2)
     theta = rng.normal(size=task.shape)
     prompts = np.array([0, 2, 2, 1, 0, 0])
-    tokens = hs.sample(theta, prompts, rng)
+    tokens = hs.sample_tokens(theta, prompts, rng)
     old = hs.token_logp(theta, prompts, tokens) - rng.normal(0, 0.2, size=tokens.shape)
     adv = rng.normal(size=(6, 4))
     mask = np.ones(tokens.shape, dtype=bool)
@@ -59,7 +60,7 @@ def test_policy_gradient_matches_finite_differences_through_the_softmax():
         return float(gl.grpo_loss(hs.token_logp(theta, prompts, tokens), old, None, adv, mask,
                                   beta=0.0)[0])
 
-    g_logp = hs.surrogate_grad_logp(hs.token_logp(theta, prompts, tokens), old, adv, weights)
+    g_logp = weights * gl.surrogate_grad_logp(hs.token_logp(theta, prompts, tokens), old, adv)
     analytic = hs.policy_grad(theta, prompts, tokens, g_logp)
     np.testing.assert_allclose(analytic, finite_difference(loss, theta), atol=1e-7)
 
@@ -106,7 +107,7 @@ def test_critic_can_represent_the_true_value_exactly():
 
 def test_sampling_follows_the_softmax():
     theta = np.array([[[0.0, np.log(3.0)]]])            # P=1, T=1, probabilities 1/4, 3/4
-    tokens = hs.sample(theta, np.zeros(20_000, dtype=int), np.random.default_rng(0))
+    tokens = hs.sample_tokens(theta, np.zeros(20_000, dtype=int), np.random.default_rng(0))
     assert tokens.mean() == pytest.approx(0.75, abs=0.01)
 
 
@@ -127,15 +128,15 @@ def test_adam_first_step_moves_each_parameter_by_lr():
     assert opt.state_bytes == 2 * p.nbytes
 
 
-SHORT = hs.TrainConfig(iterations=15, epochs=2)
+SHORT = hs.ToyConfig(iterations=15, epochs=2)
 
 
 @pytest.mark.parametrize("method", hs.METHODS)
 def test_training_is_seeded_and_learns(method):
     cfg = replace(SHORT, method=method)
-    a, b = hs.train(cfg, seed=3), hs.train(cfg, seed=3)
+    a, b = hs.train_toy(cfg, seed=3), hs.train_toy(cfg, seed=3)
     np.testing.assert_array_equal(a["reward"], b["reward"])
-    assert not np.array_equal(a["reward"], hs.train(cfg, seed=4)["reward"])
+    assert not np.array_equal(a["reward"], hs.train_toy(cfg, seed=4)["reward"])
     assert a["reward"][0] == pytest.approx(1 / 8)                  # uniform over V = 8
     assert a["reward"][-1] > 0.4                                   # well above chance
     assert a["samples"][-1] == 15 * 64
@@ -143,8 +144,8 @@ def test_training_is_seeded_and_learns(method):
 
 def test_state_bytes_count_the_critic_and_two_adam_moments():
     P, T, V = 8, 16, 8
-    ppo = hs.train(replace(SHORT, method="ppo", iterations=1), seed=0)["state_bytes"]
-    grpo = hs.train(replace(SHORT, method="grpo", iterations=1), seed=0)["state_bytes"]
+    ppo = hs.train_toy(replace(SHORT, method="ppo", iterations=1), seed=0)["state_bytes"]
+    grpo = hs.train_toy(replace(SHORT, method="grpo", iterations=1), seed=0)["state_bytes"]
     assert ppo["policy"] == grpo["policy"] == P * T * V * 8        # float64
     assert ppo["policy_optimizer"] == 2 * ppo["policy"]
     assert ppo["critic"] == (P * T + P * T * V) * 8
@@ -153,7 +154,7 @@ def test_state_bytes_count_the_critic_and_two_adam_moments():
 
 
 def test_run_returns_both_methods_with_seed_spread():
-    res = hs.run(replace(SHORT, iterations=3), seeds=range(2), trace_memory=True)
+    res = hs.run_toy(replace(SHORT, iterations=3), seeds=range(2), trace_memory=True)
     assert set(res) == {"ppo", "grpo"}
     for r in res.values():
         assert r["reward"].shape == (2, 4) and r["seconds"].shape == (2,)
@@ -168,30 +169,18 @@ def test_run_returns_both_methods_with_seed_spread():
 ])
 def test_train_bad_config(kwargs, exc, message):
     with pytest.raises(exc, match=message):
-        hs.train(replace(SHORT, **kwargs))
+        hs.train_toy(replace(SHORT, **kwargs))
 
 
-# --- training_memory ------------------------------------------------------------------------
-
-def test_memory_of_a_7b_model_worked_out():
-    n = 7_000_000_000
-    ppo = gl.training_memory("ppo", n)
-    assert ppo["policy"] == {"weights": 14e9, "gradients": 14e9, "master_weights": 28e9,
-                             "optimizer": 56e9}
-    assert ppo["critic"] == ppo["policy"]
-    assert ppo["reference"] == ppo["reward_model"] == {"weights": 14e9}
-    total = {m: sum(sum(s.values()) for s in gl.training_memory(m, n).values())
-             for m in ("ppo", "grpo")}
-    assert total == {"ppo": 252e9, "grpo": 140e9}
-    lean = gl.training_memory("grpo", n, reward_model=False, reference=False)
-    assert list(lean) == ["policy"] and sum(lean["policy"].values()) == 16 * n
+@pytest.mark.parametrize("old, new", [("TrainConfig", "ToyConfig"), ("train", "train_toy"),
+                                      ("run", "run_toy"), ("sample", "sample_tokens")])
+def test_old_names_say_where_they_went(old, new):
+    with pytest.raises(AttributeError, match=re.escape(new)):
+        getattr(hs, old)
 
 
-@pytest.mark.parametrize("args, exc, message", [
-    (("sac", 10), ValueError, r"method: expected one of 'ppo', 'grpo', got 'sac'"),
-    (("ppo", 0), ValueError, r"n_params: expected an integer in \[1, inf\]"),
-    (("ppo", 7e9), TypeError, r"n_params: expected an integer, got float"),
-])
-def test_memory_bad_input(args, exc, message):
-    with pytest.raises(exc, match=message):
-        gl.training_memory(*args)
+def test_toy_policy_logp_is_the_package_log_softmax_of_its_table():
+    theta = np.random.default_rng(4).normal(size=(2, 3, 5))
+    prompts, tokens = np.array([1, 0]), np.array([[0, 4, 2], [3, 3, 1]])
+    expected = np.take_along_axis(gl.log_softmax(theta[prompts]), tokens[..., None], -1)[..., 0]
+    np.testing.assert_array_equal(hs.token_logp(theta, prompts, tokens), expected)

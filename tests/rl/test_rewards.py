@@ -1,13 +1,9 @@
-"""Rewards: worked numbers, hostile completions (a reward, never an exception or a hang),
-combining, DAPO's overlong shaping, and every bad argument."""
+"""Rewards: worked numbers, combining, DAPO's overlong shaping, every bad argument, and each
+function's shape (one check, then the rule). Reading the answer out of the text:
+test_parsing.py; text written to break the rewards: test_hostile_completions.py."""
 
 import ast
-import builtins
-import subprocess
-import sys
 import textwrap
-from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,16 +13,13 @@ from hypothesis import strategies as st
 import grpo_lab as gl
 from grpo_lab.rl import rewards as R
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 def good(answer, think="reasoning"):
     return f"<think>{think}</think><answer>{answer}</answer>"
 
 
 # --- accuracy: worked numbers ---------------------------------------------------------------
 
-def test_accuracy_right_and_wrong():
+def test_accuracy_is_one_for_the_reference_and_zero_for_another_answer():
     assert gl.accuracy_reward(good(12), 12) == 1.0
     assert gl.accuracy_reward(good(13), 12) == 0.0
     assert gl.accuracy_reward(good(-7), "-7") == 1.0
@@ -57,18 +50,6 @@ def test_accuracy_needs_exactly_one_answer_tag():
     assert gl.accuracy_reward("<answer>1</answer><answer>12</answer>", 12) == 0.0
     assert gl.accuracy_reward("<answer>12", 12) == 0.0
     assert gl.accuracy_reward("</answer>12<answer>", 12) == 0.0
-
-
-def test_extract_answer_and_parse_number():
-    assert R.extract_answer(good(" 42 ")) == "42"
-    assert R.extract_answer("no tags") is None
-    assert R.parse_number("-12.50") == Fraction(-25, 2)
-    assert R.parse_number("007") == 7
-    for text in ["", "-", "+", ".5", "5.", "1e3", "1E3", "0x1f", "1_000", "nan", "inf", "-inf",
-                 "1.2.3", "١٢", "１２", "²", "१२", " 12", "12 ", "1\x002", "--1"]:
-        assert R.parse_number(text) is None, repr(text)
-    assert R.parse_number("1" * R.MAX_NUMBER_CHARS) is not None
-    assert R.parse_number("1" * (R.MAX_NUMBER_CHARS + 1)) is None
 
 
 # --- format ---------------------------------------------------------------------------------
@@ -105,106 +86,6 @@ def test_format_rejects_everything_else(text):
     assert gl.format_reward(text) == 0.0
 
 
-# --- hostile completions ---------------------------------------------------------------------
-
-MB = 1 << 20
-HOSTILE = [
-    "__import__('os').system('x')",
-    good("__import__('os').system('x')"),
-    good("9**9**9**9"),
-    "9**9**9**9",
-    good("exec('import os')"),
-    good("{{7*7}}"),
-    "x" * MB,                                                  # 1 MB of text
-    good(12, think="x" * MB),                                  # 1 MB inside a good format
-    "<answer>" * 100_000,                                      # many opening tags
-    "<think>" * 50_000 + "</think>" * 50_000 + good(12),
-    "<answer>" + "1" * 5000 + "</answer>",                     # a 5000-digit number
-    good("1" * 5000),
-    good("1" * 100_000),                                       # past int()'s digit limit
-    "<think><answer></think></answer>",
-    "<think>x</think><answer>12",                              # unbalanced
-    "</answer></think><answer><think>",
-    good("١٢"), good("１２"), good("१२"), good("¹²"), good("𝟏𝟐"),   # unicode digits for 12
-    good("1\x002"), "\x00" * 1000, good("12") + "\x00",          # NUL bytes
-    good("12\ud800"), "\ud800\udfff",                          # lone surrogates
-    good("\u202e21"),                                          # right-to-left override
-    good("1e999"), good("nan"), good("inf"), good("-0"), good("1_2"),
-    good("12" + "\u0301"),                                     # combining accent
-    "\n" * 10_000,
-]
-
-
-def _all_rewards(text):
-    return [gl.accuracy_reward(text, 12), gl.accuracy_reward(text, "12", compare="exact"),
-            gl.format_reward(text), R.contains_reward(text, 12)]
-
-
-@pytest.mark.parametrize("text", HOSTILE, ids=lambda t: repr(t[:30]) + f"..{len(t)}")
-def test_hostile_completion_gets_a_reward_not_an_exception(text):
-    values = _all_rewards(text)
-    assert all(type(v) is float and v in (0.0, 1.0) for v in values), values
-
-
-def test_hostile_completions_that_look_right_are_still_wrong():
-    for text in [good("١٢"), good("１２"), good("1\x002"), good("12\ud800"), good("\u202e21"),
-                 good("1_2"), good("12" + "\u0301"), good(12, think="x" * MB)]:
-        assert gl.accuracy_reward(text, 12) == 0.0, repr(text[:40])
-    assert gl.format_reward(good(12, think="x" * MB)) == 0.0        # over max_chars: not read
-    # ... while the same completion below the size limit is read and scored
-    assert gl.accuracy_reward(good(12, think="x" * 1000), 12) == 1.0
-    assert gl.accuracy_reward(good(12, think="x" * MB), 12, max_chars=2 * MB) == 1.0
-
-
-def test_no_hostile_completion_hangs():
-    """Every hostile case, in a child process with a generous limit: a hang fails the test.
-
-    ``9**9**9**9`` evaluated, or ``int()`` of a huge digit string, would never return.
-    This is a guard against hangs, not a speed claim (see chapter 5 for a measured timing).
-    """
-    code = textwrap.dedent(f"""
-        import sys; sys.path.insert(0, {str(ROOT)!r})
-        from tests.rl.test_rewards import HOSTILE, _all_rewards
-        for text in HOSTILE:
-            _all_rewards(text)
-        print("done", len(HOSTILE))
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == f"done {len(HOSTILE)}"
-
-
-def test_model_output_is_never_evaluated(monkeypatch):
-    calls = []
-    for name in ("eval", "exec", "compile", "__import__"):
-        original = getattr(builtins, name)
-
-        def spy(*args, _name=name, _original=original, **kwargs):
-            calls.append(_name)
-            return _original(*args, **kwargs)
-        monkeypatch.setattr(builtins, name, spy)
-    for text in HOSTILE[:6]:
-        _all_rewards(text)
-    monkeypatch.undo()
-    assert calls == []
-
-
-def test_rewards_module_calls_no_evaluator_or_regex():
-    tree = ast.parse((ROOT / "grpo_lab" / "rl" / "rewards.py").read_text())
-    called = {node.func.id for node in ast.walk(tree)
-              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    imported = {alias.name for node in ast.walk(tree)
-                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
-    assert not called & {"eval", "exec", "compile", "__import__"}
-    assert "re" not in imported and "ast" not in imported
-
-
-@given(st.text(max_size=300))
-def test_any_text_gets_zero_or_one(text):
-    assert all(v in (0.0, 1.0) for v in _all_rewards(text))
-
-
 @given(st.integers(min_value=-10**40, max_value=10**40), st.text(max_size=50))
 def test_the_right_integer_is_right_and_its_neighbour_is_not(n, think):
     think = "".join(c for c in think if c not in "<>")         # no stray tags in the thinking
@@ -213,7 +94,7 @@ def test_the_right_integer_is_right_and_its_neighbour_is_not(n, think):
     assert gl.format_reward(good(n, think)) == 1.0
 
 
-def test_contains_reward_is_weak_on_purpose():
+def test_contains_reward_is_fooled_by_a_string_of_digits_and_accuracy_is_not():
     hack = "<think></think><answer>1213141516</answer>"
     assert [R.contains_reward(hack, k) for k in (12, 13, 14, 15, 16)] == [1.0] * 5
     assert [gl.accuracy_reward(hack, k) for k in (12, 13, 14, 15, 16)] == [0.0] * 5
@@ -222,7 +103,7 @@ def test_contains_reward_is_weak_on_purpose():
 
 # --- DAPO overlong shaping ---------------------------------------------------------------------
 
-def test_overlong_penalty_worked_numbers():
+def test_overlong_penalty_ramps_from_zero_to_minus_one_over_the_cache():
     out = gl.overlong_penalty([0, 16, 17, 18, 19, 20, 21, 500], max_len=20, cache_len=4)
     np.testing.assert_allclose(out, [0, 0, -0.25, -0.5, -0.75, -1, -1, -1], rtol=0, atol=1e-15)
     assert out.dtype == np.float64
@@ -247,7 +128,7 @@ def test_overlong_penalty_is_monotone_and_bounded():
     (dict(lengths=[3], max_len=0, cache_len=1), ValueError, "max_len:"),
     (dict(lengths=[3], max_len=10.0, cache_len=2), TypeError, "max_len: expected an integer"),
 ])
-def test_overlong_penalty_bad_arguments(kwargs, exc, words):
+def test_overlong_penalty_error_names_the_bad_argument(kwargs, exc, words):
     with pytest.raises(exc) as info:
         gl.overlong_penalty(**kwargs)
     assert words in str(info.value)
@@ -259,7 +140,7 @@ ACC = [[1, 0, 0, 1], [0, 0, 0, 0]]
 FMT = [[1, 1, 0, 1], [1, 0, 1, 1]]
 
 
-def test_weighted_sum_worked_numbers():
+def test_weighted_sum_adds_each_completions_weighted_rewards():
     out = gl.weighted_sum([ACC, FMT], [1.0, 0.5])
     np.testing.assert_array_equal(out, [[1.5, 0.5, 0.0, 1.5], [0.5, 0.0, 0.5, 0.5]])
     np.testing.assert_array_equal(gl.weighted_sum([ACC], [1]), np.array(ACC, dtype=float))
@@ -290,6 +171,13 @@ def test_normalise_then_sum_ignores_a_rewards_scale_and_weighted_sum_does_not():
     assert np.corrcoef(fair.ravel(), by_length.ravel())[0, 1] < 0.9
 
 
+def test_normalise_then_sum_error_names_a_bad_eps():
+    with pytest.raises(ValueError, match=r"eps: expected a number >= 0.0, got -1.0"):
+        gl.normalise_then_sum([ACC, FMT], [1.0, 1.0], eps=-1.0)
+    with pytest.raises(TypeError, match="eps: expected a real number"):
+        gl.normalise_then_sum([ACC, FMT], [1.0, 1.0], eps="tiny")
+
+
 @pytest.mark.parametrize("fn", [gl.weighted_sum, gl.normalise_then_sum])
 @pytest.mark.parametrize("rewards, weights, exc, words", [
     ([ACC, FMT], [1.0], ValueError, "weights: expected one weight per reward function, K = 2"),
@@ -301,7 +189,7 @@ def test_normalise_then_sum_ignores_a_rewards_scale_and_weighted_sum_does_not():
     ([ACC, FMT], ["1", "2"], TypeError, "weights: expected a real numeric dtype"),
     (None, [1.0], TypeError, "rewards: expected a numeric array"),
 ])
-def test_combining_bad_arguments(fn, rewards, weights, exc, words):
+def test_combining_error_names_the_bad_argument(fn, rewards, weights, exc, words):
     with pytest.raises(exc) as info:
         fn(rewards, weights)
     assert words in str(info.value)
@@ -330,7 +218,44 @@ def test_combining_bad_arguments(fn, rewards, weights, exc, words):
     (lambda: R.contains_reward(good(1), 1.0), TypeError, "answer: expected an int or a str"),
     (lambda: R.parse_number(12), TypeError, "text: expected a str"),
 ])
-def test_bad_arguments_name_the_problem(call, exc, words):
+def test_reward_error_names_the_callers_bad_argument(call, exc, words):
     with pytest.raises(exc) as info:
         call()
     assert words in str(info.value)
+
+
+# --- each public function: one check, then the rule ----------------------------------------------
+
+PUBLIC = ["extract_answer", "parse_number", "accuracy_reward", "format_reward",
+          "contains_reward", "overlong_penalty", "weighted_sum", "normalise_then_sum"]
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_public_function_is_one_check_then_the_rule_with_no_private_name(name):
+    """What chapter 5 shows: the first statement validates in one check_* call, the rest is
+    the rule in about 15 lines, and no private name appears (a chapter never shows one)."""
+    import inspect
+
+    func = getattr(R, name)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
+    body = tree.body[1:]                                       # after the docstring
+    first = body[0]
+    assert isinstance(first, ast.Assign) and isinstance(first.value, ast.Call)
+    assert first.value.func.id.startswith("check_"), ast.unparse(first)
+    assert not any(isinstance(n, ast.Call) and getattr(n.func, "id", "").startswith("check_")
+                   for stmt in body[1:] for n in ast.walk(stmt)), name
+    code_lines = body[-1].end_lineno - body[0].lineno + 1
+    assert code_lines <= 15, (name, code_lines)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert not [n for n in names if n.startswith("_")], name
+
+
+def test_the_names_chapters_use_stay_on_gl_rewards():
+    for name in ("extract_answer", "parse_number", "contains_reward", "ANSWER", "TAGS", "THINK",
+                 "MAX_CHARS", "MAX_NUMBER_CHARS", "accuracy_reward", "format_reward"):
+        assert hasattr(gl.rewards, name), name
+    assert gl.rewards.TAGS == gl.rewards.THINK + gl.rewards.ANSWER
+    for name in ("accuracy_reward", "format_reward", "overlong_penalty", "weighted_sum",
+                 "normalise_then_sum"):
+        assert getattr(gl, name) is getattr(gl.rewards, name)

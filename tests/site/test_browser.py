@@ -1,22 +1,39 @@
 """The built site in a real browser: headless Chromium (Debian's package) driven by Playwright.
 
-The site that conftest.py builds is served on 127.0.0.1 by this test. Every page must load
-with no console error, no failed request and no request to another host (those are aborted
-and reported: the site must work offline); math must be typeset by the site's own MathJax,
-every image must decode, the search must answer, and on chapter 1 moving a slider must change
-the figure with no kernel behind the page.
+The site that conftest.py builds is served on 127.0.0.1 by this test, and also opened from
+disk (file://). Every page is read as a reader would at two widths, a laptop's (1280 px) and
+a phone's (390 px), with every request to another host aborted and reported (the site must
+work offline). On every page, at both widths:
 
-A full-page screenshot of every page visited is saved under ARTIFACTS (printed in every
-failure message) so a failure can be seen, not only read.
+* it loads with no console error, no failed request and no request elsewhere; from file://
+  too;
+* math is typeset by the site's own MathJax, without errors and without a stray backslash in
+  its text (``\\text{max\\_len}`` must read max_len);
+* checklists are lists with boxes, not text starting with "[ ]", and no nbval marker
+  (``# NBVAL_CHECK_OUTPUT``) shows in the code a reader sees or copies;
+* tables fit at 1280 px; nothing pans sideways and nothing is cut off at either width: wide
+  math, code and tables scroll inside their own box;
+* every figure shows, and its 10-pt text is at least 8 CSS px tall;
+* every slider has two settings or more, and the text does not say sliders need a kernel;
+* a collapsible answer opens wherever its title is clicked, math included;
+* Chinese terms are drawn by the web font the site ships;
+* a cold visit downloads at most PAGE_BYTES, and no page loads FontAwesome's script.
+
+The search is tried served and from file://, and on chapter 1 a slider is moved. A screenshot
+of every page visited is saved under ARTIFACTS (printed in every failure message): the whole
+page where a check found something, else its first screen.
 """
 
+import base64
 import functools
 import http.server
+import io
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -28,6 +45,14 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-default-apps", "--disable-extensions"]
 LOAD_TIMEOUT_MS = 30_000
+WIDTHS = {"laptop": 1280, "phone": 390}
+PAGE_BYTES = 2_800_000     # what a cold visit of any page may download (issue 16: 4.6 MB)
+MIN_TEXT_PX = 8            # a figure's 10-pt text, in CSS px, at any width
+CJK_FAMILY = "GRPO Lab CJK"  # _static/grpo_site.css
+CJK = re.compile(r"[\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+                 r"\uff00-\uffef]")
+KERNEL_CLAIM = re.compile(r"sliders?\s+(?:need|needs|require|requires)\s+a\s+(?:live\s+)?kernel",
+                          re.I)
 
 pytestmark = pytest.mark.site
 
@@ -84,24 +109,30 @@ def browser():
 
 
 class Visit:
-    """One page in a fresh context: what it logged, which requests failed, which it tried to
-    send elsewhere."""
+    """One page in a fresh context (an empty cache: a cold visit): what it logged, which
+    requests failed, which it tried to send elsewhere, and how many bytes it received."""
 
-    def __init__(self, browser, base):
-        self.host = urlsplit(base).netloc
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900},
+    def __init__(self, browser, base, width=1280):
+        self.host = urlsplit(base).netloc  # '' for file://
+        self.context = browser.new_context(viewport={"width": width, "height": 900},
                                            service_workers="block")
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.set_default_timeout(LOAD_TIMEOUT_MS)
-        self.console_errors, self.failed, self.external = [], [], []
+        self.console_errors, self.failed, self.external, self.received = [], [], [], {}
         self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(
             f"{m.text} @ {m.location.get('url', '')}"))
         self.page.on("pageerror", lambda e: self.console_errors.append(f"uncaught: {e}"))
         self.page.on("requestfailed", lambda r: self.failed.append(
             f"{r.url}: {r.failure}"))
-        self.page.on("response", lambda r: r.status >= 400 and self.failed.append(
-            f"{r.url}: HTTP {r.status}"))
+        self.page.on("response", self._response)
+
+    def _response(self, response):
+        if response.status >= 400:
+            self.failed.append(f"{response.url}: HTTP {response.status}")
+        length = response.headers.get("content-length")
+        if length and length.isdigit():
+            self.received[response.url] = int(length)
 
     def _route(self, route):
         if urlsplit(route.request.url).netloc == self.host:
@@ -124,85 +155,432 @@ class Visit:
         self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
+    def clean(self) -> bool:
+        return not (self.console_errors or self.failed or self.external)
+
     def close(self):
         self.context.close()
 
 
-# In the browser: how much math there is and how much MathJax typeset, and which images fail.
-PAGE_STATE_JS = """async () => {
+# In the browser: how much math there is and how much MathJax typeset (and whether any text
+# in it kept a backslash), and which images fail.
+PAGE_STATE_JS = r"""async () => {
   const imgs = [...document.images];
   imgs.forEach(img => { img.loading = "eager"; });
   const decoded = await Promise.all(imgs.map(img => img.decode().then(() => true, () => false)));
+  const strayText = [];
+  if (window.MathJax && MathJax.startup && MathJax.startup.document && MathJax.startup.toMML) {
+    for (const item of MathJax.startup.document.math) {
+      const mml = MathJax.startup.toMML(item.root);
+      for (const m of mml.matchAll(/<mtext[^>]*>([^<]*)<\/mtext>/g)) {
+        if (m[1].includes("\\")) { strayText.push(`${item.math.slice(0, 80)} -> ${m[1]}`); }
+      }
+    }
+  }
   return {
     math: document.querySelectorAll(".math").length,
     typeset: document.querySelectorAll(".math mjx-container").length,
     mathErrors: document.querySelectorAll("mjx-merror").length,
+    strayText,
     images: imgs.length,
     broken: imgs.filter((img, i) => !decoded[i] || img.naturalWidth === 0)
                 .map(img => img.src.slice(0, 80)),
   };
 }"""
 
+# Click every collapsible title (sphinx-togglebutton) where a reader might: on each piece
+# inside it (math, code, emphasis), then on the title itself. Each click must flip that box
+# and no other (the theme's handler once toggled the last box clicked, or threw). All end open.
+TITLES_JS = r"""() => {
+  const problems = [];
+  const boxes = [...document.querySelectorAll(".bd-article .admonition.toggle")];
+  const titles = boxes.map(box => box.querySelector(":scope > .admonition-title")).filter(Boolean);
+  const states = () => boxes.map(box => box.classList.contains("toggle-hidden"));
+  let clicks = 0;
+  for (const title of titles) {
+    const box = title.parentElement;
+    const parts = [...title.querySelectorAll("mjx-container, code, em, strong")]
+      .filter(el => !el.closest("a, .toggle-button, mjx-assistive-mml"));
+    for (const part of [...parts, title]) {
+      part.scrollIntoView({block: "center"});
+      const r = part.getBoundingClientRect();
+      let hit = part === title
+        ? document.elementFromPoint(r.left + 4, r.top + r.height / 2)
+        : document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+      if (!hit || !title.contains(hit)) { hit = part; }
+      const before = states();
+      try {
+        hit.dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true, view: window}));
+      } catch (e) { problems.push(`${e}`); }
+      clicks += 1;
+      const after = states();
+      const flipped = boxes.filter((b, i) => before[i] !== after[i]);
+      if (flipped.length !== 1 || flipped[0] !== box) {
+        problems.push(`${title.textContent.trim().slice(0, 60)}: a click on <${hit.tagName.toLowerCase()}> flipped ${flipped.length} boxes${flipped.length && flipped[0] !== box ? ", not its own" : ""}`);
+      }
+    }
+    if (box.classList.contains("toggle-hidden")) { title.click(); }
+  }
+  return {titles: titles.length, clicks, problems};
+}"""
+
+# Open everything a reader can open (hidden code cells, dropdowns), then measure the page.
+AUDIT_JS = r"""async () => {
+  document.querySelectorAll("details").forEach(d => { d.open = true; });
+  document.querySelectorAll(".toggle-hidden").forEach(el => el.classList.remove("toggle-hidden"));
+  await document.fonts.ready;
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const article = document.querySelector(".bd-article") || document.body;
+  const vw = document.documentElement.clientWidth;
+  const describe = el => {
+    const text = (el.textContent || el.getAttribute("src") || "").trim().replace(/\s+/g, " ");
+    return `<${el.tagName.toLowerCase()}${el.className && typeof el.className === "string" ? "." + el.className.split(" ")[0] : ""}> ${text.slice(0, 60)}`;
+  };
+  const shown = el => el.getClientRects().length > 0;
+  const clipper = el => {  // nearest ancestor that does not let its content overflow visibly
+    for (let a = el.parentElement; a && a !== document.body && a !== document.documentElement; a = a.parentElement) {
+      const style = getComputedStyle(a);  // (overflow does nothing on an inline box)
+      if (style.overflowX !== "visible" && !/^(inline|contents)$/.test(style.display)) {
+        return [a, style.overflowX];
+      }
+    }
+    return [null, "visible"];
+  };
+  const out = {pageWidth: document.documentElement.scrollWidth, viewport: vw,
+               cutOff: [], pans: [], overflowingText: [], tableHidden: [], figures: [],
+               checklistText: [], sliders: [], tasks: article.querySelectorAll("li.task-list-item").length};
+
+  // boxes: beyond the viewport (the page pans) or beyond a clipping ancestor (cut off)
+  const boxes = article.querySelectorAll(
+    "mjx-container, pre, table, img, code, a, .gl-frames, div.math, .cell_output, div.highlight, " +
+    ".pst-scrollable-table-container, .admonition, details, iframe, video, canvas");
+  for (const el of boxes) {
+    if (!shown(el)) { continue; }
+    const r = el.getBoundingClientRect();
+    if (r.width === 0) { continue; }
+    const [box, ox] = clipper(el);
+    if (!box) {
+      if (r.right > vw + 1 || r.left < -1) { out.pans.push(`${describe(el)} (right edge ${Math.round(r.right)} px)`); }
+      continue;
+    }
+    const b = box.getBoundingClientRect();
+    if ((r.right > b.right + 1 || r.left < b.left - 1) && ox !== "auto" && ox !== "scroll") {
+      out.cutOff.push(`${describe(el)}: ${Math.round(r.right - b.right)} px hidden by ${describe(box).slice(0, 40)} (overflow-x ${ox})`);
+    }
+  }
+  // text whose long words or code overflow their block, outside any scrolling box
+  for (const el of article.querySelectorAll("p, li, dt, dd, td, th, h1, h2, h3, h4, blockquote")) {
+    if (!shown(el) || el.scrollWidth <= el.clientWidth + 1) { continue; }
+    const [box, ox] = clipper(el);
+    if (ox !== "auto" && ox !== "scroll") {
+      out.overflowingText.push(`${describe(el)}: ${el.scrollWidth - el.clientWidth} px`);
+    }
+  }
+  // tables: how much of each one its box hides (must be none at laptop width)
+  for (const table of article.querySelectorAll("table")) {
+    if (!shown(table)) { continue; }
+    const box = table.closest(".pst-scrollable-table-container") || table.parentElement;
+    const hidden = Math.round(table.getBoundingClientRect().width - box.clientWidth);
+    if (hidden > 1) { out.tableHidden.push(`${describe(table)}: ${hidden} px`); }
+  }
+  // figures: rendered and natural width (the test reads each PNG's dpi)
+  for (const img of article.querySelectorAll(".cell_output img, .gl-frames img, figure img")) {
+    if (!shown(img) || !img.naturalWidth) { continue; }
+    out.figures.push({src: img.currentSrc || img.src, frames: !!img.closest(".gl-frames"),
+                      rendered: img.getBoundingClientRect().width, natural: img.naturalWidth});
+  }
+  // "[ ]" left as text outside code
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.parentElement.closest("pre, code, mjx-container, script, style, textarea")) { continue; }
+    if (/(^|\s)\[[ xX]?\](\s|$)/.test(n.textContent)) { out.checklistText.push(n.textContent.trim().slice(0, 60)); }
+  }
+  // sliders: every control has two settings or more
+  for (const player of article.querySelectorAll(".gl-frames")) {
+    const controls = [];
+    for (const el of player.querySelectorAll('input[type="range"], select')) {
+      const settings = el.tagName === "SELECT" ? el.options.length : Number(el.max) - Number(el.min) + 1;
+      const label = (el.closest("label") || el).textContent.trim().split(/\s+/)[0] || el.id;
+      controls.push({label, settings});
+    }
+    const data = JSON.parse(player.querySelector("script.gl-frames-data").textContent);
+    out.sliders.push({id: player.id, controls, data: {names: data.names, values: data.values, index: data.index}});
+  }
+  return out;
+}"""
+
+# Mark every element whose own text holds Chinese characters, for the font check below.
+MARK_CJK_JS = r"""(pattern) => {
+  const re = new RegExp(pattern, "g");
+  const marked = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!el || el.closest("script, style") || !el.getClientRects().length) { continue; }
+    if (!re.test(n.textContent)) { continue; }
+    if (!el.dataset.glCjk) {
+      el.dataset.glCjk = String(marked.length);
+      let own = "";
+      el.childNodes.forEach(c => { if (c.nodeType === 3) { own += c.textContent; } });
+      marked.push({chars: (own.match(re) || []).length, text: own.trim().slice(0, 40)});
+    }
+  }
+  return marked;
+}"""
+
+
+def cjk_fonts(visit) -> list:
+    """For each element showing Chinese characters: how many it has and how many glyphs the
+    shipped web font drew (Chrome DevTools Protocol: the fonts that rendered each text)."""
+    marked = visit.page.evaluate(MARK_CJK_JS, CJK.pattern)
+    if not marked:
+        return []
+    cdp = visit.context.new_cdp_session(visit.page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    found = []
+    for node in cdp.send("DOM.querySelectorAll", {"nodeId": root,
+                                                  "selector": "[data-gl-cjk]"})["nodeIds"]:
+        attrs = cdp.send("DOM.getAttributes", {"nodeId": node})["attributes"]
+        i = int(attrs[attrs.index("data-gl-cjk") + 1])
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        ours = sum(f["glyphCount"] for f in fonts if f["familyName"] == CJK_FAMILY)
+        found.append(dict(marked[i], ours=ours,
+                          fonts=[f"{f['familyName']}: {f['glyphCount']}" for f in fonts]))
+    cdp.detach()
+    return found
+
+
+def site_pages(site):
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if "_static" not in p.relative_to(site).parts)
+
 
 @pytest.fixture(scope="module")
 def visits(site, server, browser):
-    """Open every page once; keep what each logged and showed."""
+    """Open every page cold at both widths (served) and at laptop width from disk; keep what
+    each logged, showed and measured."""
     report = {}
-    for page in sorted(p for p in site.rglob("*.html")
-                       if "_static" not in p.relative_to(site).parts):
-        rel = page.relative_to(site).as_posix()
-        visit = Visit(browser, server)
+    for rel in site_pages(site):
+        for mode, width in WIDTHS.items():
+            visit = Visit(browser, server, width)
+            name = f"{rel.replace('/', '__').removesuffix('.html')}@{mode}"
+            try:
+                visit.open(f"{server}/{rel}")
+                received = sum(visit.received.values())
+                state = visit.page.evaluate(PAGE_STATE_JS)
+                titles = visit.page.evaluate(TITLES_JS)
+                audit = visit.page.evaluate(AUDIT_JS)
+                fonts = cjk_fonts(visit)
+                text = visit.page.evaluate("() => document.body.textContent")
+                # the whole page when something is wrong with it (slow), else what shows first
+                wrong = (not visit.clean() or state["broken"] or state["strayText"]
+                         or titles["problems"] or any(c["ours"] < c["chars"] for c in fonts)
+                         or any(audit[k] for k in ("cutOff", "pans", "overflowingText",
+                                                   "tableHidden", "checklistText"))
+                         or audit["pageWidth"] > audit["viewport"] + 1)
+                shot = visit.screenshot(name, full_page=bool(wrong))
+            finally:
+                visit.close()
+            report[(rel, mode)] = dict(
+                state, titles=titles, audit=audit, cjk=fonts, received=received,
+                scripts=[u for u in visit.received if "/_static/" in u],  # (and fonts)
+                nbval=sorted(set(re.findall(r"NBVAL_[A-Z_]+", text))),
+                kernel_claim=KERNEL_CLAIM.findall(text),
+                console=visit.console_errors, failed=visit.failed, external=visit.external,
+                screenshot=str(shot))
+        visit = Visit(browser, site.resolve().as_uri())
         try:
-            visit.open(f"{server}/{rel}")
-            state = visit.page.evaluate(PAGE_STATE_JS)
-            shot = visit.screenshot(rel.replace("/", "__").removesuffix(".html"))
+            visit.open((site / rel).resolve().as_uri())
         finally:
             visit.close()
-        report[rel] = dict(state, console=visit.console_errors, failed=visit.failed,
-                           external=visit.external, screenshot=str(shot))
-    print(f"\nscreenshots of {len(report)} pages in {ARTIFACTS}")
+        report[(rel, "disk")] = dict(console=visit.console_errors, failed=visit.failed,
+                                     external=visit.external, screenshot="")
+    print(f"\nscreenshots of {len(site_pages(site))} pages at {list(WIDTHS)} in {ARTIFACTS}")
     return report
 
 
+def served(visits, mode=None):
+    return {key: v for key, v in visits.items()
+            if key[1] != "disk" and (mode is None or key[1] == mode)}
+
+
 def test_every_page_loads_cleanly_and_offline(visits):
-    assert {"index.html", "intro.html", "running.html", "search.html"} <= set(visits)
-    bad = {page: {k: v[k] for k in ("console", "failed", "external", "screenshot")}
-           for page, v in visits.items() if v["console"] or v["failed"] or v["external"]}
+    pages = {page for page, _ in visits}
+    assert {"index.html", "intro.html", "running.html", "search.html"} <= pages
+    assert {mode for _, mode in visits} == {*WIDTHS, "disk"}
+    bad = {key: {k: v[k] for k in ("console", "failed", "external", "screenshot")}
+           for key, v in visits.items() if v["console"] or v["failed"] or v["external"]}
     assert not bad, f"pages with console errors, failed or external requests: {bad}"
     assert not QuietHandler.errors, f"the server refused: {QuietHandler.errors}"
 
 
-def test_math_is_typeset(visits):
-    pages_with_math = {page: v for page, v in visits.items() if v["math"]}
-    assert "intro.html" in pages_with_math
-    assert any(page.startswith("chapters/") for page in pages_with_math)
-    bad = {page: {k: v[k] for k in ("math", "typeset", "mathErrors", "screenshot")}
-           for page, v in pages_with_math.items()
-           if v["typeset"] != v["math"] or v["mathErrors"]}
-    assert not bad, f"math not typeset (or typeset with errors): {bad}"
+def test_math_is_typeset_without_stray_backslashes(visits):
+    pages_with_math = {key: v for key, v in served(visits).items() if v["math"]}
+    assert ("intro.html", "phone") in pages_with_math
+    assert any(page.startswith("chapters/") for page, _ in pages_with_math)
+    bad = {key: {k: v[k] for k in ("math", "typeset", "mathErrors", "strayText", "screenshot")}
+           for key, v in pages_with_math.items()
+           if v["typeset"] != v["math"] or v["mathErrors"] or v["strayText"]}
+    assert not bad, f"math not typeset, typeset with errors, or with a '\\' in its text: {bad}"
 
 
 def test_figures_show(visits):
-    chapters = {page: v for page, v in visits.items() if page.startswith("chapters/")}
+    chapters = {key: v for key, v in served(visits).items() if key[0].startswith("chapters/")}
     assert chapters and all(v["images"] >= 2 for v in chapters.values()), {
-        page: (v["images"], v["screenshot"]) for page, v in chapters.items()}
-    bad = {page: (v["broken"], v["screenshot"]) for page, v in visits.items() if v["broken"]}
+        key: (v["images"], v["screenshot"]) for key, v in chapters.items()}
+    bad = {key: (v["broken"], v["screenshot"]) for key, v in served(visits).items()
+           if v["broken"]}
     assert not bad, f"images that did not load: {bad}"
 
 
-def test_search_works_offline(browser, server):
-    visit = Visit(browser, server)
+def test_checklists_are_lists_and_no_test_markers_show(visits):
+    assert any(v["audit"]["tasks"] for v in served(visits).values()), "no checklist found"
+    bad = {key: {"[ ] as text": v["audit"]["checklistText"], "NBVAL": v["nbval"]}
+           for key, v in served(visits).items() if v["audit"]["checklistText"] or v["nbval"]}
+    assert not bad, f"checklist syntax or nbval markers shown to the reader: {bad}"
+
+
+def test_tables_fit_at_laptop_width(visits):
+    bad = {key: (v["audit"]["tableHidden"], v["screenshot"])
+           for key, v in served(visits, "laptop").items() if v["audit"]["tableHidden"]}
+    assert not bad, f"tables wider than the column at {WIDTHS['laptop']} px: {bad}"
+
+
+def test_nothing_pans_and_nothing_is_cut_off(visits):
+    bad = {}
+    for key, v in served(visits).items():
+        a = v["audit"]
+        problems = {k: a[k] for k in ("pans", "cutOff", "overflowingText") if a[k]}
+        if a["pageWidth"] > a["viewport"] + 1:
+            problems["page"] = f"{a['pageWidth']} px wide in a {a['viewport']} px viewport"
+        if problems:
+            bad[key] = dict(problems, screenshot=v["screenshot"])
+    assert not bad, f"content that pans the page or is cut off: {bad}"
+
+
+def png_dpi(site, figure) -> float:
+    """A figure's dpi from its PNG (pHYs); without one, gl.sliders' 72 for a slider's frames
+    and matplotlib's 100 for the rest."""
+    from PIL import Image
+
+    src = figure["src"]
+    if src.startswith("data:image/png;base64,"):
+        data = base64.b64decode(src.split(",", 1)[1])
+    else:
+        data = (site / unquote(urlsplit(src).path).lstrip("/")).read_bytes()
+    dpi = Image.open(io.BytesIO(data)).info.get("dpi")
+    return float(dpi[0]) if dpi else (72.0 if figure["frames"] else 100.0)
+
+
+def test_figures_stay_legible(site, visits):
+    bad, seen = {}, 0
+    for key, v in served(visits).items():
+        for figure in v["audit"]["figures"]:
+            seen += 1
+            text_px = 10 * png_dpi(site, figure) / 72 * figure["rendered"] / figure["natural"]
+            if text_px < MIN_TEXT_PX - 0.05:
+                bad.setdefault(key, []).append(
+                    f"{figure['src'][:60]}: 10-pt text at {text_px:.1f} px "
+                    f"({figure['rendered']:.0f} of {figure['natural']} px)")
+    assert seen, "no figures measured"
+    assert not bad, f"figures whose text is under {MIN_TEXT_PX} px: {bad}"
+
+
+def frames_each_parameter_changes(data) -> list:
+    """The names of the parameters that change the frame somewhere on their grid."""
+    sizes = [len(v) for v in data["values"]]
+    moving = []
+    for k, name in enumerate(data["names"]):
+        stride = 1
+        for size in sizes[k + 1:]:
+            stride *= size
+        flats = range(len(data["index"]))
+        if any(data["index"][f] != data["index"][f + stride] for f in flats
+               if (f // stride) % sizes[k] < sizes[k] - 1):
+            moving.append(name)
+    return moving
+
+
+def test_every_slider_has_settings_to_move_and_the_text_says_what_they_do(visits):
+    players, bad = 0, {}
+    for key, v in served(visits, "phone").items():
+        for player in v["audit"]["sliders"]:
+            players += 1
+            stuck = [c for c in player["controls"] if c["settings"] < 2]
+            data = player["data"]
+            one_value = [n for n, values in zip(data["names"], data["values"]) if len(values) < 2]
+            idle = set(data["names"]) - set(frames_each_parameter_changes(data))
+            if stuck or one_value or idle:
+                bad.setdefault(key, []).append(
+                    dict(player=player["id"], stuck=stuck, one_value=one_value, idle=idle))
+        if v["kernel_claim"] and v["audit"]["sliders"]:
+            bad.setdefault(key, []).append(f"the text says {v['kernel_claim']}")
+    assert players >= 3, "expected the sliders of chapters 1 to 3"
+    assert not bad, f"sliders that cannot move, or text that says they need a kernel: {bad}"
+
+
+def test_answer_titles_open_wherever_clicked(visits):
+    drills = visits[("chapters/09_interview_drills.html", "phone")]["titles"]
+    assert drills["titles"] >= 30 and drills["clicks"] > drills["titles"], drills
+    bad = {key: v["titles"]["problems"] for key, v in served(visits).items()
+           if v["titles"]["problems"]}
+    assert not bad, f"collapsible titles that a click did not open or close: {bad}"
+
+
+def test_chinese_terms_use_the_shipped_font(visits):
+    for page in ("chapters/09_interview_drills.html", "cheatsheet.html"):
+        assert visits[(page, "phone")]["cjk"], f"{page}: no Chinese terms found"
+    bad = {key: [c for c in v["cjk"] if c["ours"] < c["chars"]]
+           for key, v in served(visits).items()}
+    bad = {key: found for key, found in bad.items() if found}
+    assert not bad, f"Chinese characters not drawn by {CJK_FAMILY!r}: {bad}"
+
+
+def test_cold_visits_stay_light(visits):
+    weights = {page: v["received"] for (page, mode), v in visits.items() if mode == "laptop"}
+    heaviest = max(weights, key=weights.get)
+    print(f"\nheaviest cold visit: {heaviest}, {weights[heaviest]:,} bytes")
+    assert not {p: w for p, w in weights.items() if w > PAGE_BYTES}, weights
+    loaded = {u for v in visits.values() for u in v.get("scripts", [])}
+    assert not [u for u in loaded if "fontawesome.js" in u], "FontAwesome's script is back"
+    full_fonts = sorted({u.split("?")[0] for u in loaded if "vendor/fontawesome/webfonts" in u})
+    assert not full_fonts, f"an icon missing from _static/grpo-icons.css loads {full_fonts}"
+
+
+def search(browser, url, shot):
+    visit = Visit(browser, url)
     try:
-        page = visit.open(f"{server}/search.html?q=advantages")
+        page = visit.open(url)
         results = page.locator("#search-results ul.search li a")
         results.first.wait_for()
+        page.wait_for_function("() => document.querySelectorAll('#search-results p.context')"
+                               ".length > 0")
+        page.wait_for_load_state("networkidle")
         hrefs = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
-        shot = visit.screenshot("search_advantages")
+        snippets = page.locator("#search-results p.context").all_inner_texts()
+        path = visit.screenshot(shot)
     finally:
         visit.close()
+    return visit, hrefs, snippets, path
+
+
+def test_search_works_offline(browser, server):
+    visit, hrefs, snippets, shot = search(browser, f"{server}/search.html?q=advantages",
+                                          "search_advantages")
     assert any("01_group_advantages" in h for h in hrefs), (hrefs, str(shot))
-    assert not (visit.console_errors or visit.failed or visit.external), (
-        visit.console_errors, visit.failed, visit.external, str(shot))
+    assert any("advantage" in s.lower() for s in snippets), (snippets, str(shot))
+    assert visit.clean(), (visit.console_errors, visit.failed, visit.external, str(shot))
+
+
+def test_search_works_from_disk(browser, site):
+    url = (site / "search.html").resolve().as_uri() + "?q=advantages"
+    visit, hrefs, snippets, shot = search(browser, url, "search_advantages_file")
+    assert any("01_group_advantages" in h for h in hrefs), (hrefs, str(shot))
+    assert len(snippets) == len(hrefs) and any("advantage" in s.lower() for s in snippets), \
+        (snippets, str(shot))
+    assert visit.clean(), (visit.console_errors, visit.failed, visit.external, str(shot))
 
 
 def test_moving_a_slider_changes_the_figure_without_a_kernel(browser, server):
@@ -249,3 +627,33 @@ def test_moving_a_slider_changes_the_figure_without_a_kernel(browser, server):
     assert "G=16" in alt and "spread=10" in alt and "scale=none" in alt, alt
     assert not (visit.console_errors or visit.failed or visit.external), (
         visit.console_errors, visit.failed, visit.external, where)
+
+
+def test_the_page_checks_catch_what_they_should(browser, tmp_path):
+    """The audit itself, on a page made to fail it: a table too wide for its box, a long word
+    that pans the page, a clipped formula stand-in, a '[ ]' item, a small figure."""
+    from PIL import Image
+
+    img = io.BytesIO()
+    Image.new("RGB", (1000, 300), "white").save(img, "PNG", dpi=(100, 100))
+    png = base64.b64encode(img.getvalue()).decode()
+    (tmp_path / "bad.html").write_text(
+        '<html><body style="margin:0"><article class="bd-article" style="width:300px">'
+        '<div style="overflow:hidden;width:300px"><table><tr><td style="white-space:nowrap">'
+        + "x" * 200 + '</td></tr></table></div>'
+        '<p>' + "y" * 300 + '</p><ul><li>[ ] not a checkbox</li></ul>'
+        f'<div class="cell_output"><img src="data:image/png;base64,{png}" style="width:300px">'
+        '</div></article></body></html>')
+    visit = Visit(browser, tmp_path.resolve().as_uri(), 390)
+    try:
+        visit.open((tmp_path / "bad.html").resolve().as_uri())
+        audit = visit.page.evaluate(AUDIT_JS)
+    finally:
+        visit.close()
+    assert audit["cutOff"] and audit["tableHidden"], audit
+    assert audit["overflowingText"] and audit["pageWidth"] > audit["viewport"], audit
+    assert audit["checklistText"] == ["[ ] not a checkbox"], audit
+    figure = audit["figures"][0]
+    assert 10 * 100 / 72 * figure["rendered"] / figure["natural"] < MIN_TEXT_PX, figure
+    data = {"names": ["a", "b"], "values": [[1, 2], [3, 4]], "index": [0, 0, 1, 1]}
+    assert frames_each_parameter_changes(data) == ["a"]

@@ -45,14 +45,30 @@ def test_every_chapter_is_in_the_toc_and_vice_versa():
     assert listed == present
 
 
+NBVAL_TAG = "nbval-check-output"   # the cell tag nbval reads for "# NBVAL_CHECK_OUTPUT"
+NBVAL_MARKER = re.compile(r"^\s*#\s*(NBVAL_\w+|PYTEST_VALIDATE_\w+)", re.M)
+
+
+def test_nbval_reads_the_tag_the_chapters_use():
+    from nbval.plugin import find_metadata_tags
+
+    assert dict(find_metadata_tags({"tags": [NBVAL_TAG]})) == {"check": True}
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_chapter_checks_its_key_numbers_with_nbval(path):
+    """Cells that print key numbers carry the nbval-check-output tag (nbval compares their
+    output); the marker is metadata, never a comment in the code a reader sees and copies."""
     nb = json.loads(path.read_text())
-    checked = [c for c in nb["cells"] if c["cell_type"] == "code"
-               and "".join(c["source"]).lstrip().startswith("# NBVAL_CHECK_OUTPUT")]
-    assert len(checked) >= 3, f"{path.name}: mark the cells that print key numbers"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    checked = [c for c in code if NBVAL_TAG in c.get("metadata", {}).get("tags", [])]
+    assert len(checked) >= 3, f"{path.name}: tag the cells that print key numbers {NBVAL_TAG}"
     empty = [i for i, c in enumerate(checked) if not c.get("outputs")]
     assert not empty, f"{path.name}: checked cells {empty} have no stored output to compare"
+    markers = [NBVAL_MARKER.search("".join(c["source"])).group(0).strip() for c in code
+               if NBVAL_MARKER.search("".join(c["source"]))]
+    assert not markers, (f"{path.name}: nbval markers in the code {markers}: make them cell "
+                         f"tags ({NBVAL_TAG})")
     errors = [o for c in nb["cells"] if c["cell_type"] == "code"
               for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: stored outputs contain an error"

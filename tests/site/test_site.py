@@ -17,6 +17,7 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
 PAGE_BUDGET = 800_000      # bytes of HTML per page, frames of the static sliders included
 FRAMES_BUDGET = 400_000    # bytes of precomputed frames per page
+SITE_BUDGET = 12_000_000   # bytes of the whole site (issue 16: 18.2 MB before)
 
 
 class PageParser(HTMLParser):
@@ -95,6 +96,7 @@ def test_chapter_three_shows_the_source_the_table_and_the_gradient_checks(site):
     assert "k3 -> forward KL: True" in text                     # the gradient claim, computed
     assert "PASS: worked example, batch shape" in text          # drill 1's solution passes
     assert "PASS: your closed form" in text                     # drill 2's solution passes
+    assert not re.search(r"sliders? needs? a kernel", text)    # its sliders work without one
 
 
 @pytest.mark.site
@@ -218,7 +220,8 @@ def test_mathjax_is_served_by_the_site(site):
     assert len(fonts) > 10, "MathJax's CHTML fonts were not copied"
     for page in ("intro.html", "chapters/01_group_advantages.html"):
         srcs = [ref for tag, _, ref in parse(site / page).refs if tag == "script"]
-        assert any(s.endswith("_static/mathjax/tex-mml-chtml.js") for s in srcs), (page, srcs)
+        assert any(s.split("?")[0].endswith("_static/mathjax/tex-mml-chtml.js") for s in srcs), \
+            (page, srcs)
 
 
 def repository():
@@ -299,9 +302,94 @@ def test_drill_chapter_shows_verdicts_collapsed_answers_and_pasted_numbers(site)
 def test_chapter_seven_shows_the_kernels_and_checked_numbers(site):
     html = (site / "chapters" / "07_performance.html").read_text()
     text = re.sub(r"<[^>]+>", "", html)
-    assert "def _narrow" in text and "def _fused_block" in text       # the real source
+    assert "def blocked_advantages_narrow" in text and "def fused_block" in text       # the real source
     assert "PASS: equal to gl.group_advantages" in text               # drill 1's solution
     assert "PASS: -A r where the unclipped term wins" in text         # drill 2's solution
     assert "0.625 flop/byte" in text                                  # the intensity, computed
     assert "ridge point 20.0 flop/byte" in text                       # H100 arithmetic
     assert "tag_hide-input" in html                                   # solutions are hidden
+
+
+@pytest.mark.site
+def test_pages_show_no_test_markers_and_no_checklist_syntax(site):
+    """nbval markers live in cell tags, "- [ ]" items are task lists (the browser test checks
+    the same on the rendered page; this one runs without a browser)."""
+    import html as html_lib
+
+    tasks = 0
+    for page in site_pages(site):
+        html = page.read_text()
+        assert "NBVAL_" not in html, f"{page.name}: an nbval marker reached the page"
+        tasks += html.count('class="task-list-item')
+        prose = re.sub(r"<(pre|code|script|style)\b.*?</\1>", "", html, flags=re.S)
+        text = html_lib.unescape(re.sub(r"<[^>]+>", " ", prose))
+        assert not re.search(r"(^|\s)\[[ xX]\]\s", text), f"{page.name}: '[ ]' shown as text"
+    assert tasks >= len(CHAPTERS) - 1, "the chapters' pitfall checklists are task lists"
+
+
+@pytest.mark.site
+def test_the_site_carries_nothing_a_reader_does_not_use(site):
+    """No FontAwesome script (the theme's CSS draws the icons), icon fonts cut to the icons
+    used, no source maps or translation catalogues, figures as palette PNGs."""
+    from PIL import Image
+
+    for page in site_pages(site):
+        assert "fontawesome.js" not in page.read_text(), page.name
+    static = site / "_static"
+    assert not list(static.rglob("*.map")) and not (static / "locales").exists()
+    assert not (static / "scripts" / "fontawesome.js").exists()
+    icons = (static / "grpo-icons.css").read_text()
+    assert icons.count("@font-face") >= 2 and "unicode-range:U+" in icons
+    for font in re.findall(r'url\("(fonts/[^"]+)"\)', icons):
+        assert 0 < (static / font).stat().st_size < 20_000, font
+    assert "grpo-icons.css" in (site / "intro.html").read_text()
+    figures = list((site / "_images").glob("*.png"))
+    assert figures and all(Image.open(p).mode == "P" for p in figures)
+    size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    assert size < SITE_BUDGET, f"the site weighs {size:,} bytes"
+
+
+@pytest.mark.site
+def test_search_from_disk_has_the_pages_text(site):
+    script = (site / "_static" / "grpo-search-text.js").read_text()
+    pages = json.loads(script.removeprefix("window.GRPO_SEARCH_TEXT = ").rstrip().rstrip(";"))
+    assert {f"chapters/{c}.html" for c in CHAPTERS} <= set(pages)
+    assert "def group_advantages" in pages["chapters/01_group_advantages.html"]
+    assert all(text.startswith('<div role="main">') for text in pages.values())
+
+
+@pytest.mark.site
+def test_the_chinese_font_is_shipped_with_its_licence(site):
+    css = (site / "_static" / "grpo_site.css").read_text()
+    font = re.search(r'url\("(fonts/grpo-lab-cjk\.woff2)"\)', css).group(1)
+    assert 20_000 < (site / "_static" / font).stat().st_size < 120_000
+    assert "SIL OPEN FONT LICENSE" in (site / "_static" / "fonts" / "OFL.txt").read_text()
+
+
+def grpo_site_extension():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("grpo_site", ROOT / "_ext" / "grpo_site.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_icon_subset_keeps_the_icons_pages_name_and_stylesheets_draw():
+    ext = grpo_site_extension()
+    css = ['.fa-bars:before,.fa-navicon:before{content:"\\f0c9"}.fa-rocket:before{content:"\\f135"}'
+           '.admonition-title:after{content:var(--pst-icon-info)}:root{--pst-icon-info:"\uf05a"}',
+           '.dropdown:after{content:"\\f107"}']
+    codes = ext.icon_codepoints(['<i class="fa-solid fa-navicon"></i>'], css)
+    assert codes == {0xF0C9, 0xF05A, 0xF107}            # not the rocket nobody names
+
+
+def test_search_text_keeps_the_text_and_the_anchors():
+    ext = grpo_site_extension()
+    html = ('<html><body><nav>menu</nav><main role="main"><section id="a"><h1>Title'
+            '<a class="headerlink" href="#a">#</a></h1><p>Some <b>bold</b> text.</p>'
+            '<script>x()</script><section id="b"><p>More.</p></section></section></main>'
+            '</body></html>')
+    skeleton = ext.page_text_skeleton(html)
+    assert skeleton == ('<div role="main"><section id="a">TitleSome bold text.'
+                        '<section id="b">More.</section></section></div>')

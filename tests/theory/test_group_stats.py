@@ -1,12 +1,10 @@
-"""group_stats (the noise of a group's statistics) and the chapter-1 sliders."""
+"""group_stats: the noise of a group's statistics (its explorer figure and sliders are tested
+in tests/book/test_ch01_figures.py)."""
 
-import matplotlib
 import numpy as np
 import pytest
 
 import grpo_lab as gl
-
-matplotlib.use("Agg")
 
 
 def test_zero_spread_probability_matches_simulation_and_formula():
@@ -43,34 +41,11 @@ def test_sample_rewards_kinds():
     (lambda: gl.group_stats.sample_rewards(10, 4, kind="gaussian"), ValueError,
      r"kind: expected one of 'pass/fail', 'continuous', got 'gaussian'"),
     (lambda: gl.group_stats.group_noise(4, ddof=4), ValueError, r"ddof: expected an integer"),
+    (lambda: gl.group_stats.group_noise(4, n_groups=0), ValueError, r"n_groups: expected an integer"),
+    (lambda: gl.group_stats.zero_spread_probability(8, -0.1), ValueError,
+     r"pass_rate: expected a number >= 0.0, got -0.1"),
+    (lambda: gl.group_stats.true_reward_std(kind="binary"), ValueError, r"kind: expected one of"),
 ])
 def test_bad_sampling_arguments(call, exc, pattern):
     with pytest.raises(exc, match=pattern):
         call()
-
-
-def test_explorer_figure_reflects_its_arguments():
-    fig = gl.book.ch01.advantage_explorer_figure(G=4, pass_rate=0.9, n_groups=500)
-    exact = gl.group_stats.zero_spread_probability(4, 0.9)
-    assert f"exact: {100 * exact:.1f}%" in fig._suptitle.get_text()
-    assert fig.axes[0].get_title().startswith("G=4:")
-    fig2 = gl.book.ch01.advantage_explorer_figure(G=4, kind="continuous", scale="none",
-                                                spread=100.0, n_groups=500)
-    assert "scale='none'" in fig2.axes[0].get_xlabel()
-    lo, hi = fig2.axes[0].get_xlim()
-    assert hi - lo > 100  # advantages in reward units grow with the spread
-
-
-def test_explorer_sliders_redraw_the_figure():
-    box = gl.book.ch01.advantage_explorer(G=8)
-    fig = box.figure
-    assert fig.axes[0].get_title().startswith("G=8:")
-    box.controls["G"].value = 32
-    assert fig.axes[0].get_title().startswith("G=32:")
-    box.controls["kind"].value = "continuous"
-    assert box.controls["pass_rate"].disabled
-    assert "continuous" in fig._suptitle.get_text()
-    before = fig.axes[0].get_xlim()
-    box.controls["scale"].value = "none"
-    box.controls["spread"].value = 1000.0
-    assert fig.axes[0].get_xlim()[1] > 10 * before[1]

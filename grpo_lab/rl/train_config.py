@@ -1,0 +1,125 @@
+"""What a GRPO training run is set up with (:class:`TrainConfig`), what it logs
+(:data:`METRICS`) and how the log is written (:func:`write_csv`).
+
+Taught in chapter 6 (``chapters/06_training_loop.ipynb``); the loop that uses them is
+:mod:`grpo_lab.rl.train`, and every field is an option of ``python -m grpo_lab.train``
+(:mod:`grpo_lab.rl.cli`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from grpo_lab import torch as glt
+from grpo_lab.numerics.validate import check_choice, check_int, check_real
+
+__all__ = ["METRICS", "REWARD_KINDS", "TrainConfig", "write_csv"]
+
+REWARD_KINDS = ("accuracy", "contains")
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a run. The defaults are the full run of chapter 6 and the CLI."""
+
+    seed: int = 0
+    # task: n_terms numbers from 0 to max_term; held_out of all prompts are never trained on
+    n_terms: int = 4
+    max_term: int = 4
+    held_out: float = 0.2
+    balanced: bool = True             # draw training prompts so every sum is equally likely
+    # policy: a one-layer causal transformer, about 60k parameters
+    d_model: int = 64
+    n_layer: int = 1
+    n_head: int = 4
+    positions: bool = False           # no position embeddings: a sum ignores order anyway
+    # format warm-up: supervised on the format with *random* answers (R1's cold start, format only)
+    warmup_steps: int = 60
+    warmup_batch: int = 64
+    warmup_lr: float = 3e-3
+    # GRPO
+    steps: int = 400
+    prompts_per_step: int = 32        # B
+    group_size: int = 16              # G: completions per prompt
+    inner_iters: int = 4              # mu: updates per batch; > 1 makes the ratio matter
+    lr: float = 2e-3                  # Adam; 3e-3 learns faster, then collapses at step ~150
+    max_grad_norm: float = 1.0        # global gradient-norm clip (TRL's default)
+    eps_low: float = 0.2
+    eps_high: float | None = None     # None: symmetric clip; DAPO's clip-higher uses 0.28
+    beta: float = 0.04                # KL weight (DeepSeekMath: 0.04)
+    kl: str = "k3"
+    agg: str = "grpo"                 # grpo | bnpo | dapo | dr_grpo
+    temperature: float = 1.0
+    max_new_tokens: int = 8           # <think></think><answer>N</answer><eos> is 6 tokens
+    reward: str = "accuracy"          # "contains" is chapter 5's deliberately weak verifier
+    format_weight: float = 0.5        # reward = verifier + format_weight * format
+    # bookkeeping
+    eval_every: int = 25
+    device: str = "cpu"
+    threads: int = 2                  # torch CPU threads; the book's budget is 2 cores
+
+    def validate(self) -> "TrainConfig":
+        """Check every field; raise ValueError / TypeError naming it. Returns self."""
+        ints = dict(seed=0, n_terms=2, max_term=1, d_model=8, n_layer=1, n_head=1,
+                    warmup_steps=0, warmup_batch=1, steps=0, prompts_per_step=1, group_size=2,
+                    inner_iters=1, max_new_tokens=1, eval_every=1, threads=1)
+        for name, minimum in ints.items():
+            check_int(name, getattr(self, name), minimum=minimum)
+        for name in ("held_out", "warmup_lr", "lr", "eps_low", "beta", "temperature",
+                     "format_weight", "max_grad_norm"):
+            check_real(name, getattr(self, name), minimum=0.0)
+        for name in ("lr", "warmup_lr", "temperature"):
+            check_real(name, getattr(self, name), minimum=0.0, allow_equal=False)
+        if self.eps_high is not None:
+            check_real("eps_high", self.eps_high, minimum=0.0)
+        check_choice("kl", self.kl, tuple(glt.KL_ESTIMATORS))
+        check_choice("agg", self.agg, glt.AGGREGATIONS)
+        check_choice("reward", self.reward, REWARD_KINDS)
+        if not isinstance(self.device, str):
+            raise TypeError(f"device: expected a str such as 'cpu' or 'cuda', got {self.device!r}")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device: expected 'cpu' on this machine (torch sees no CUDA "
+                             f"device), got {self.device!r}")
+        try:
+            torch.device(self.device)
+        except RuntimeError as exc:
+            raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got "
+                             f"{self.device!r}") from exc
+        return self
+
+
+#: Every logged metric, with its definition (chapter 6 prints this glossary).
+METRICS = {
+    "step": "GRPO step (0 = after the format warm-up, before any GRPO update)",
+    "reward": "mean reward of the step's B*G samples: accuracy + format_weight * format",
+    "train_accuracy": "share of the step's samples (training prompts, temperature 1) that are right",
+    "verifier": "mean of the verifier the run trains on (accuracy, or chapter 5's weak one)",
+    "format": "share of samples in the <think>...</think><answer>...</answer> format",
+    "length": "mean completion length in tokens, EOS included",
+    "zero_spread": "share of groups whose G rewards are all equal: no advantage, no gradient",
+    "clip_frac": "share of tokens whose ratio was clipped on the last inner iteration",
+    "kl": "mean per-token KL estimate (config.kl) of the policy against the frozen reference",
+    "approx_kl": "k3 estimate of KL(pi_old || pi_theta) on the last inner iteration: how far "
+                 "the updates on this batch moved the policy",
+    "loss": "the GRPO loss on the last inner iteration",
+    "held_out_accuracy": "greedy accuracy on every held-out prompt (never trained on)",
+    "held_out_format": "greedy format rate on the held-out prompts",
+    "seconds": "wall-clock seconds since the start of the run (not seeded: never compare it)",
+}
+
+
+def write_csv(history, path) -> Path:
+    """One row per step, one column per metric (NaN where a metric was not measured)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(METRICS))
+        writer.writeheader()
+        for row in history:
+            writer.writerow({k: row.get(k, math.nan) for k in METRICS})
+    return path

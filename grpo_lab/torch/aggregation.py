@@ -1,0 +1,83 @@
+r"""Loss aggregation on tensors: the weights and reductions of :mod:`grpo_lab.core.aggregation`.
+
+Taught in chapter 2 (the NumPy reference). Every mode weighs each token of row i by one
+number, so the reduction is a row sum followed by a weighted sum over rows: no (N, T) tensor of
+weights is made, which matters on the loss's hot path (:func:`grpo_lab.torch.grpo_loss`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grpo_lab.core.aggregation import AGGREGATIONS, check_aggregation_options
+from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, describe,
+                                        same_device, valid_lengths, working_dtype)
+
+__all__ = ["AGGREGATIONS", "aggregate", "aggregate_loss", "aggregation_weights", "row_weights"]
+
+
+def row_weights(lengths, mode, max_len):
+    r"""The weight of each valid token of row i, one number per row: (N,) or a 0-d tensor.
+
+    ``grpo``: :math:`1/(N L_i)`; ``bnpo``, ``dapo``: :math:`1/\sum_j L_j`; ``dr_grpo``:
+    :math:`1/(N\,\text{max\_len})` (see :func:`grpo_lab.aggregation_weights`).
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> lengths = torch.tensor([2.0, 4.0])                       # L_i, N = 2
+    >>> glt.row_weights(lengths, "grpo", max_len=4), glt.row_weights(lengths, "dapo", max_len=4)
+    (tensor([0.2500, 0.1250]), tensor(0.1667))
+    """
+    N = lengths.shape[0]
+    if mode == "grpo":
+        return 1.0 / (N * lengths)                                  # (N,)
+    if mode in ("bnpo", "dapo"):
+        return 1.0 / lengths.sum()                                  # ()
+    return torch.full((), 1.0 / (N * max_len), dtype=lengths.dtype, device=lengths.device)
+
+
+def aggregate(per_token_loss, m, w):
+    r""":math:`\sum_i w_i \sum_t m_{i,t}\,\ell_{i,t}`: row sums first, then one weight per row.
+
+    ``per_token_loss`` (N, T) or (N, 1) (one loss per sequence, GSPO), ``m`` the (N, T) mask
+    as 0.0 / 1.0 in the loss's dtype, ``w`` from :func:`row_weights`. Checked tensors only.
+    """
+    if per_token_loss.shape[-1] == 1 and m.shape[-1] > 1:         # (N, 1): L_i equal tokens
+        return (per_token_loss[:, 0] * m.sum(-1) * w).sum()
+    return ((per_token_loss * m).sum(-1) * w).sum()                 # (N, T) -> (N,) -> ()
+
+
+def aggregation_weights(mask, mode, *, max_len=None):
+    r"""The weight of each token's loss in :func:`aggregate_loss`, an (N, T) float64 tensor.
+
+    ``grpo``: :math:`1/(N L_i)`; ``bnpo``, ``dapo``: :math:`1/\sum_j L_j`; ``dr_grpo``:
+    :math:`1/(N\,\text{max\_len})`, ``max_len`` defaulting to T. Padding gets 0.
+    """
+    m = as_mask("mask", mask, getattr(mask, "shape", ()), backend="torch", dtype=torch.float64)
+    if m.dim() != 2:
+        raise ValueError(f"mask: expected a 2-D (N, T) tensor of 0/1 or bools, got {describe(m)}")
+    mode, max_len = check_aggregation_options(mode, max_len, m.shape[1])
+    w = row_weights(valid_lengths(m), mode, max_len=max_len)      # (N,) or ()
+    return m * (w[:, None] if w.dim() else w)                     # (N, T), 0 on padding
+
+
+def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
+    r"""Reduce per-token losses (N, T) to one scalar by TRL's ``loss_type`` rules.
+
+    See :func:`grpo_lab.aggregate_loss`. Returns a 0-d tensor in the dtype of
+    ``per_token_loss`` (worked in float32, or float64 for float64); padded positions must hold
+    finite numbers.
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> loss, mask = torch.tensor([[1.0, 0, 0], [0, 0, 0]]), torch.tensor([[1, 0, 0], [1, 1, 1]])
+    >>> [round(glt.aggregate_loss(loss, mask, m).item(), 4) for m in ("grpo", "dapo", "dr_grpo")]
+    [0.5, 0.25, 0.1667]
+    """
+    lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
+                               shape_doc=" of shape (N, T)", backend="torch")
+    work = working_dtype(dtype)
+    m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)",
+                backend="torch", dtype=work)
+    same_device("per_token_loss", lt, mask=m)
+    mode, max_len = check_aggregation_options(mode, max_len, lt.shape[1])
+    w = row_weights(valid_lengths(m), mode, max_len=max_len)
+    return cast_result("per_token_loss", "aggregated loss", aggregate(lt.to(work), m, w), dtype)

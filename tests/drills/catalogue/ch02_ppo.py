@@ -1,0 +1,207 @@
+"""Chapter 2: GAE, the clipped surrogate and the loss aggregation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grpo_lab.core.aggregation import aggregate_loss
+from grpo_lab.core.gae import gae
+from grpo_lab.core.surrogate import clipped_surrogate_loss
+from tests.drills.catalogue.entry import Drill, Wrong
+
+
+# --- chapter 2: GAE, fn(rewards, values, gamma, lam) -> adv -------------------------------------
+
+def _gae_loop(rewards, values, gamma, lam, *, decay=None, forwards=False, bootstrap=True):
+    """GAE by the backward recursion, with switches for the usual mistakes."""
+    v = np.array(values, dtype=np.float64)
+    if not bootstrap:
+        v[..., -1] = 0.0                                          # V(s_T) thrown away
+    delta = rewards + gamma * v[..., 1:] - v[..., :-1]            # (N, T) TD errors
+    k = gamma * lam if decay is None else decay(gamma, lam)
+    adv, running = np.zeros_like(delta), np.zeros_like(delta[..., 0])
+    steps = range(delta.shape[-1]) if forwards else reversed(range(delta.shape[-1]))
+    for t in steps:
+        running = delta[..., t] + k * running
+        adv[..., t] = running
+    return adv
+
+
+def _gae_right(rewards, values, gamma, lam):
+    return _gae_loop(np.asarray(rewards, dtype=np.float64), values, gamma, lam)
+
+
+def _gae_swapped(rewards, values, gamma, lam):
+    delta = rewards + gamma * values[..., :-1] - values[..., 1:]  # V(s_t) where V(s_{t+1}) goes
+    adv, running = np.zeros_like(delta), np.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        running = delta[..., t] + gamma * lam * running
+        adv[..., t] = running
+    return adv
+
+
+def _gae_in_place(rewards, values, gamma, lam):
+    values[..., -1] = 0.0                                         # "episode over": in place
+    return _gae_right(rewards, values, gamma, lam)
+
+
+_GAE = Drill("check_gae", 2, rights=(
+    _gae_right,
+    lambda r, v, g, l: gae(r, v, g, l)[0],
+), wrongs=(
+    Wrong("gamma missing from the decay",
+          lambda r, v, g, l: _gae_loop(r, v, g, l, decay=lambda g_, l_: l_),
+          "lambda only (gamma missing from the decay)"),
+    Wrong("lambda missing from the decay",
+          lambda r, v, g, l: _gae_loop(r, v, g, l, decay=lambda g_, l_: g_),
+          "gamma only (lambda missing from the decay)"),
+    Wrong("the TD error alone", lambda r, v, g, l: r + g * v[..., 1:] - v[..., :-1],
+          "the TD error alone"),
+    Wrong("accumulated from t = 0", lambda r, v, g, l: _gae_loop(r, v, g, l, forwards=True),
+          "accumulated forwards in time"),
+    Wrong("V(s_t) and V(s_{t+1}) swapped", _gae_swapped, "values shifted by one"),
+    Wrong("the bootstrap value dropped", lambda r, v, g, l: _gae_loop(r, v, g, l, bootstrap=False),
+          "bootstrap value V(s_T) dropped"),
+    Wrong("returns the critic's targets", lambda r, v, g, l: _gae_right(r, v, g, l) + v[..., :-1],
+          "the returns A_t + V(s_t)"),
+    Wrong("returns (advantages, returns) like gl.gae", lambda r, v, g, l: gae(r, v, g, l),
+          "returned a tuple of 2; return only the advantages"),
+    Wrong("sets V(s_T) = 0 in the caller's array", _gae_in_place, "modified its input"),
+    Wrong("averages the advantages", lambda r, v, g, l: _gae_right(r, v, g, l).mean(),
+          "returned shape ()"),
+    Wrong("crashes", lambda r, v, g, l: r[..., len(r) + 10], "raised IndexError"),
+))
+
+
+# --- chapter 2: the clipped surrogate, fn(logp, old_logp, adv, eps=0.2) -> per-token loss ------
+
+def _surrogate_right(logp, old_logp, adv, eps=0.2):
+    ratio = np.exp(np.clip(logp - old_logp, -20.0, 20.0))         # (N, T), no inf
+    return np.maximum(-adv * ratio, -adv * np.clip(ratio, 1 - eps, 1 + eps))
+
+
+def _surrogate_terms(logp, old_logp, adv, eps=0.2, *, clamp=True):
+    """The two terms r A and clip(r) A, for the wrong versions to combine wrongly."""
+    log_ratio = np.clip(logp - old_logp, -20.0, 20.0) if clamp else logp - old_logp
+    ratio = np.exp(log_ratio)
+    return ratio, ratio * adv, np.clip(ratio, 1 - eps, 1 + eps) * adv
+
+
+def _surrogate_eps_for_batches(logp, old_logp, adv, eps=0.2):
+    # eps hard-coded as 0.3 once the inputs are not the example it was debugged on
+    return _surrogate_right(logp, old_logp, adv, eps if logp.shape == (1, 5) else 0.3)
+
+
+_SURROGATE = Drill("check_clipped_surrogate", 2, rights=(
+    _surrogate_right,
+    lambda lp, o, a, eps=0.2: clipped_surrogate_loss(lp, o, a, eps_low=eps),
+), wrongs=(
+    Wrong("returns the objective, not the loss (sign error)",
+          lambda lp, o, a, eps=0.2: -_surrogate_right(lp, o, a, eps), "the sign is flipped"),
+    Wrong("max instead of min of the objectives (optimistic)",
+          lambda lp, o, a, eps=0.2: -np.maximum(*_surrogate_terms(lp, o, a, eps)[1:]),
+          "optimistic"),
+    Wrong("only the clipped term", lambda lp, o, a, eps=0.2: -_surrogate_terms(lp, o, a, eps)[2],
+          "only the clipped term"),
+    Wrong("no clipping", lambda lp, o, a, eps=0.2: -_surrogate_terms(lp, o, a, eps)[1],
+          "no clipping at all"),
+    Wrong("clips only above (1 + eps): a missing clip side",
+          lambda lp, o, a, eps=0.2: -np.minimum(
+              _surrogate_terms(lp, o, a)[1], np.minimum(np.exp(lp - o), 1 + eps) * a),
+          "only the upper clip"),
+    Wrong("clips only below (1 - eps): a missing clip side",
+          lambda lp, o, a, eps=0.2: -np.minimum(
+              _surrogate_terms(lp, o, a)[1], np.maximum(np.exp(lp - o), 1 - eps) * a),
+          "only the lower clip"),
+    Wrong("the log-ratio used as the ratio",
+          lambda lp, o, a, eps=0.2: -np.minimum((lp - o) * a,
+                                                np.clip(lp - o, 1 - eps, 1 + eps) * a),
+          "the ratio is logp - old_logp"),
+    Wrong("averages the tokens", lambda lp, o, a, eps=0.2: _surrogate_right(lp, o, a, eps).mean(),
+          "returned shape ()"),
+    Wrong("eps hard-coded for other shapes", _surrogate_eps_for_batches, "a (4, 6) batch is not"),
+    Wrong("exp of an unclamped log-ratio (inf * 0 = NaN)",
+          lambda lp, o, a, eps=0.2: -np.minimum(*_surrogate_terms(lp, o, a, eps, clamp=False)[1:]),
+          "Clamp the log-ratio before exp"),
+))
+
+
+# --- chapter 2: loss aggregation, fn(per_token_loss, mask, mode, max_len=None) -> scalar -------
+
+def _agg_parts(loss, mask, max_len):
+    m = mask.astype(np.float64)                                   # (N, T) 1.0 on real tokens
+    N, T = loss.shape
+    return loss * m, m, N, T, (T if max_len is None else max_len)
+
+
+def _agg_right(loss, mask, mode, max_len=None):
+    masked, m, N, T, budget = _agg_parts(loss, mask, max_len)
+    if mode == "grpo":
+        return (masked.sum(-1) / m.sum(-1)).mean()                # mean of per-sequence means
+    if mode == "dapo":
+        return masked.sum() / m.sum()                             # every valid token alike
+    return masked.sum() / (N * budget)                            # dr_grpo: a constant
+
+
+def _agg_mode(**wrong_modes):
+    """The right aggregation except for the modes given, which are computed as given."""
+    def fn(loss, mask, mode, max_len=None):
+        if mode in wrong_modes:
+            return wrong_modes[mode](*_agg_parts(loss, mask, max_len), loss)
+        return _agg_right(loss, mask, mode, max_len)
+    return fn
+
+
+def _agg_in_place(loss, mask, mode, max_len=None):
+    loss *= mask                                                  # zero the padding, in place
+    return _agg_right(loss, mask, mode, max_len)
+
+
+_AGGREGATION = Drill("check_aggregate_loss", 2, rights=(
+    _agg_right,
+    lambda loss, mask, mode, max_len=None: aggregate_loss(loss, mask, mode, max_len=max_len),
+), wrongs=(
+    Wrong("plain means over the padded arrays (padding counted)",
+          lambda loss, mask, mode, max_len=None: (
+              loss.mean(-1).mean() if mode == "grpo" else loss.mean() if mode == "dapo"
+              else loss.sum() / (loss.shape[0] * (max_len or loss.shape[1]))),
+          "the padded tokens were counted"),
+    Wrong("masked lengths but an unmasked sum",
+          _agg_mode(grpo=lambda masked, m, N, T, budget, loss: (loss.sum(-1) / m.sum(-1)).mean()),
+          "the padded positions entered the sum"),
+    Wrong("every mode computed as the token mean",
+          lambda loss, mask, mode, max_len=None: _agg_right(loss, mask, "dapo"),
+          "that is the token-level mean (DAPO's)"),
+    Wrong("every mode computed as the mean of sequence means",
+          lambda loss, mask, mode, max_len=None: _agg_right(loss, mask, "grpo"),
+          "that is GRPO's mean of per-sequence means"),
+    Wrong("grpo divides each sequence by T",
+          _agg_mode(grpo=lambda masked, m, N, T, budget, loss: (masked.sum(-1) / T).mean()),
+          "each sequence was divided by T"),
+    Wrong("grpo counts lengths over axis 0",
+          _agg_mode(grpo=lambda masked, m, N, T, budget, loss: (masked.sum(-1) / m.sum(0)).mean()),
+          "over the wrong axis"),
+    Wrong("dapo divides by the number of sequences",
+          _agg_mode(dapo=lambda masked, m, N, T, budget, loss: masked.sum() / N),
+          "divided by the number of sequences N"),
+    Wrong("dr_grpo divides by the valid-token count",
+          _agg_mode(dr_grpo=lambda masked, m, N, T, budget, loss: masked.sum() / m.sum()),
+          "divided by the number of valid tokens (that is DAPO's)"),
+    Wrong("dr_grpo divides by the batch's longest answer",
+          _agg_mode(dr_grpo=lambda masked, m, N, T, budget, loss:
+                    masked.sum() / (N * (budget if budget != T else m.sum(-1).max()))),
+          "divided by the longest completion of this batch"),
+    Wrong("dr_grpo forgets N", _agg_mode(dr_grpo=lambda masked, m, N, T, budget, loss:
+                                         masked.sum() / budget),
+          "divided by max_len only"),
+    Wrong("dr_grpo ignores max_len", _agg_mode(dr_grpo=lambda masked, m, N, T, budget, loss:
+                                               masked.sum() / (N * T)),
+          "max_len=8 was ignored"),
+    Wrong("returns the per-sequence losses",
+          lambda loss, mask, mode, max_len=None: _agg_parts(loss, mask, max_len)[0].sum(-1)
+          / mask.sum(-1), "the loss is one number"),
+    Wrong("zeroes the padding in the caller's array", _agg_in_place, "modified its input"),
+))
+
+
+DRILLS = (_GAE, _SURROGATE, _AGGREGATION)
