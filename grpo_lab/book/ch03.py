@@ -138,7 +138,7 @@ def kl_estimator_explorer(mu=0.5, n=20_000):
         "mu": w.FloatSlider(value=mu, min=0.05, max=2.0, step=0.05, description="mu"),
         "n": w.Dropdown(options=[2_000, 20_000, 200_000], value=n, description="tokens"),
     }
-    grid = {"mu": [0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0], "n": [n]}
+    grid = {"mu": [0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0], "n": sorted({2_000, 20_000, n})}
     if mu not in grid["mu"]:
         grid["mu"] = sorted(grid["mu"] + [mu])
     return explorer(kl_estimator_figure, controls, grid)

@@ -167,16 +167,20 @@ SOURCES: dict[str, Source] = knob_sources()
 KNOB_MAP: tuple[Row, ...] = knob_table()
 
 
+MAP_COLUMNS = ("grpo_lab", "TRL", "verl", "OpenRLHF")   # the order of Row.cells()
+
+
 def knob_map_markdown() -> str:
-    """The map as a Markdown table, each cell tagged with its sources, and the sources below."""
-    head = ("| Concept | grpo_lab | TRL | verl | OpenRLHF |\n"
-            "| --- | --- | --- | --- | --- |\n")
-    rows = []
+    """The map as Markdown: one small table per concept, a row per system, each setting
+    tagged with its sources (it fits a laptop and a phone); the sources below."""
+    tables = []
     for row in KNOB_MAP:
-        cells = [f"{text} [{', '.join(keys)}]" for text, keys in row.cells()]
-        rows.append("| " + " | ".join([row.concept, *cells]) + " |")
-    legend = ["", "**Sources** (the version each cell describes):", ""]
+        lines = [f"**{row.concept}**", "", "| System | Setting [sources] |", "| --- | --- |"]
+        for system, (text, keys) in zip(MAP_COLUMNS, row.cells()):
+            lines.append(f"| {system} | {text} [{', '.join(keys)}] |")
+        tables.append("\n".join(lines))
+    legend = ["**Sources** (the version each cell describes):", ""]
     for key, s in SOURCES.items():
         where = f"`{s.path}` at commit `{s.commit[:10]}`" if s.commit else f"`{s.path}`"
         legend.append(f"- **{key}** ({s.system}, {s.repo}): {where}: {s.what}")
-    return head + "\n".join(rows) + "\n" + "\n".join(legend) + "\n"
+    return "\n\n".join(tables) + "\n\n" + "\n".join(legend) + "\n"

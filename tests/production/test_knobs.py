@@ -188,8 +188,9 @@ def test_every_cell_cites_a_source_of_its_own_system():
 def test_knob_map_markdown_is_a_table_with_every_source():
     md = gl.presets.knob_map_markdown()
     table = [line for line in md.splitlines() if line.startswith("| ")]
-    assert len(table) == 2 + len(gl.presets.KNOB_MAP)       # header, rule, one per concept
-    assert all(line.count(" | ") == 4 for line in table)   # five columns, no stray pipes
+    assert len(table) == 6 * len(gl.presets.KNOB_MAP)   # per concept: header, rule, 4 systems
+    assert all(line.count(" | ") == 1 for line in table)   # two columns, no stray pipes
+    assert all(f"**{row.concept}**" in md for row in gl.presets.KNOB_MAP)
     for key, s in gl.presets.SOURCES.items():
         assert f"**{key}**" in md and s.path in md and s.commit[:10] in md
 
