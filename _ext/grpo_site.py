@@ -20,12 +20,32 @@
    failed or timed out is one) fails the build, and then the saved environment and doctrees
    are deleted, so the next build reads and executes every page again instead of keeping the
    broken page and reporting success over it. jupyter-cache never stores a failed execution.
+6. Lighter pages: a reader gains nothing from FontAwesome's 1.5 MB SVG-with-JavaScript
+   script (the theme's CSS draws the same icons with its web font), from the icon fonts'
+   thousands of unused glyphs, from source maps, the theme's translation catalogues or
+   24-bit PNGs of flat plots. So the script leaves every page and is not published, nor are
+   the source maps and catalogues; the icon fonts are cut to the icons the pages can show
+   (``_static/grpo-icons.css``); each figure becomes a 256-colour PNG (a few antialiased
+   pixels change, by a few levels), loaded lazily, with its dpi noted for
+   ``_static/grpo_site.js``.
+7. Search from disk: a page opened from file:// cannot fetch another, so Sphinx's search
+   would list results without snippets and log an error for each. The build writes the pages'
+   text to ``_static/grpo-search-text.js``, which the search page loads on file:// only.
+8. The Chinese terms' font: ``python _ext/grpo_site.py cjk-font [FONT]`` cuts Noto Sans CJK
+   SC down to the CJK characters of the chapters and pages into
+   ``_static/fonts/grpo-lab-cjk.woff2`` (needs fontTools and brotli; Debian's
+   fonts-noto-cjk has the font). Rerun it when a page gains a new character;
+   tests/site/test_browser.py fails on any CJK character that the font does not draw.
 """
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import re
 import shutil
+import sys
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -89,10 +109,234 @@ def forget_failed_build(app, exception) -> None:
         shutil.rmtree(app.doctreedir)
 
 
+# --- 6. lighter pages -----------------------------------------------------------------------
+
+FA_SCRIPT = re.compile(r'\s*<script[^>]*_static/scripts/fontawesome\.js[^>]*></script>')
+FIGURE_IMG = re.compile(r'<img ([^>]*?)src="((?:\.\./)*_images/[^"]+\.png)"([^>]*?)\s*/?>')
+ICON_RULE = re.compile(r'((?:\.fa-[a-z0-9-]+:before,?)+)\{content:"\\([0-9a-f]{4,5})"\}')
+ICON_FONTS = [  # (family, weight, the theme's TrueType file, our subset)
+    ("Font Awesome 6 Free", 900, "fa-solid-900.ttf", "grpo-icons-solid.woff"),
+    ("Font Awesome 6 Free", 400, "fa-regular-400.ttf", "grpo-icons-regular.woff"),
+    ("Font Awesome 6 Brands", 400, "fa-brands-400.ttf", "grpo-icons-brands.woff"),
+]
+ICONS_CSS = "grpo-icons.css"
+UNPUBLISHED = ["scripts/fontawesome.js", "scripts/fontawesome.js.LICENSE.txt", "locales",
+               "vendor/fontawesome/webfonts/fa-solid-900.ttf",
+               "vendor/fontawesome/webfonts/fa-regular-400.ttf",
+               "vendor/fontawesome/webfonts/fa-brands-400.ttf"]
+
+
+def site_pages(outdir: Path) -> list:
+    return sorted(p for p in outdir.rglob("*.html") if "_static" not in p.relative_to(outdir).parts)
+
+
+def theme_static() -> Path:
+    import pydata_sphinx_theme
+
+    return Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
+
+
+def icon_codepoints(texts, css_texts) -> set:
+    """The code points of the FontAwesome icons that pages can show: those named by class
+    (``fa-bars``) in ``texts``, and those a stylesheet draws itself (the theme's admonition
+    and dropdown icons: private-use characters in its CSS, outside the per-icon rules)."""
+    codepoint = {}
+    for css in css_texts:
+        for selectors, hexcode in ICON_RULE.findall(css):
+            for name in re.findall(r"\.(fa-[a-z0-9-]+):before", selectors):
+                codepoint[name] = int(hexcode, 16)
+    used = set().union(*(re.findall(r"\bfa-[a-z0-9-]+", text) for text in texts))
+    codes = {codepoint[name] for name in used if name in codepoint}
+    for css in css_texts:
+        rest = ICON_RULE.sub("", css)
+        codes |= {ord(c) for c in re.findall("[\ue000-\uf8ff]", rest)}
+        codes |= {int(h, 16) for h in re.findall(r'"\\([ef][0-9a-f]{3})"', rest)}
+    return codes
+
+
+def subset_icon_fonts(static: Path, texts) -> str:
+    """Cut the theme's icon fonts to the icons the pages can show (``texts``: pages and
+    scripts; the stylesheets are read here); return their @font-face CSS, which a page lists
+    after the theme's, so these faces win for the icons they hold and the theme's full fonts
+    are fetched only for an icon missed here."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    source = theme_static()
+    css = [p.read_text(encoding="utf-8") for p in static.rglob("*.css") if p.name != ICONS_CSS]
+    wanted = icon_codepoints(texts, css)
+    rules = []
+    for family, weight, ttf, woff in ICON_FONTS:
+        font = TTFont(source / "vendor" / "fontawesome" / "webfonts" / ttf)
+        codes = sorted(wanted & set(font.getBestCmap()))
+        if not codes:
+            continue
+        options = subset.Options()
+        options.flavor, options.layout_features = "woff", []
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=codes)
+        subsetter.subset(font)
+        (static / "fonts").mkdir(exist_ok=True)
+        font.flavor = "woff"
+        font.save(static / "fonts" / woff)
+        ranges = ",".join(f"U+{c:04X}" for c in codes)
+        rules.append(f'@font-face{{font-family:"{family}";font-style:normal;'
+                     f'font-weight:{weight};font-display:block;'
+                     f'src:url("fonts/{woff}") format("woff");unicode-range:{ranges}}}')
+    return "\n".join(rules) + "\n"
+
+
+def png_dpi_and_palette(path: Path) -> int:
+    """Make an opaque figure a 256-colour PNG when that is smaller; return its dpi."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im.load()
+    dpi = round(im.info.get("dpi", (100, 100))[0])
+    opaque = im.mode == "RGB" or (im.mode == "RGBA" and im.getextrema()[3][0] == 255)
+    if opaque:
+        palette = im.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT,
+                                             dither=Image.Dither.NONE)
+        out = io.BytesIO()
+        palette.save(out, "PNG", optimize=True, dpi=(dpi, dpi))
+        if out.tell() < path.stat().st_size:
+            path.write_bytes(out.getvalue())
+    return dpi
+
+
+def lighten_pages(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    static = outdir / "_static"
+    pages = {page: page.read_text(encoding="utf-8") for page in site_pages(outdir)}
+    scripts = [p.read_text(encoding="utf-8") for p in (static / "scripts").glob("*.js")
+               if p.name != "fontawesome.js"]
+    (static / ICONS_CSS).write_text(subset_icon_fonts(static, [*pages.values(), *scripts]))
+    dpi = {}
+    for png in sorted((outdir / "_images").glob("*.png")):
+        dpi[png.name] = png_dpi_and_palette(png)
+
+    def figure(match):
+        before, src, after = match.groups()
+        attrs = before + after
+        extra = "" if "loading=" in attrs else ' loading="lazy"'
+        if "data-gl-dpi=" not in attrs and Path(src).name in dpi:
+            extra += f' data-gl-dpi="{dpi[Path(src).name]}"'
+        return f'<img {before}src="{src}"{after}{extra} />'
+
+    for page, text in pages.items():
+        new = FIGURE_IMG.sub(figure, FA_SCRIPT.sub("", text))
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+    for name in UNPUBLISHED:
+        target = static / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    for source_map in static.rglob("*.map"):
+        source_map.unlink()
+
+
+# --- 7. search from disk ---------------------------------------------------------------------
+
+SEARCH_TEXT = "grpo-search-text.js"
+
+
+def page_text_skeleton(html: str) -> str:
+    """The main content of a page as Sphinx's search snippet code reads it: the same text
+    (``textContent``), and every element with an id kept so that ``#anchor`` still finds its
+    section; all other markup dropped."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    main = soup.select_one('[role="main"]')
+    if main is None:
+        return ""
+    for junk in main.select(".headerlink, script, style"):
+        junk.decompose()
+    for tag in main.find_all(True):
+        if not tag.get("id"):
+            tag.unwrap()
+        else:
+            tag.attrs = {"id": tag["id"]}
+    return f'<div role="main">{main.decode_contents()}</div>'
+
+
+def write_search_text(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    pages = {}
+    for page in site_pages(outdir):
+        text = page_text_skeleton(page.read_text(encoding="utf-8"))
+        if text and page.name not in ("search.html", "genindex.html"):
+            pages[page.relative_to(outdir).as_posix()] = text
+    text = json.dumps(pages, ensure_ascii=False, separators=(",", ":"))
+    (outdir / "_static" / SEARCH_TEXT).write_text(f"window.GRPO_SEARCH_TEXT = {text};\n",
+                                                  encoding="utf-8")
+
+
+# --- 8. the Chinese terms' font ----------------------------------------------------------------
+
+CJK = re.compile(r"[\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+                 r"\uff00-\uffef]")
+CJK_FONT = "_static/fonts/grpo-lab-cjk.woff2"
+CJK_FAMILY = "GRPO Lab CJK"
+CJK_SOURCE = "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"  # fonts-noto-cjk
+CJK_SOURCE_NAME = "Noto Sans CJK SC"
+
+
+def book_characters(root: Path) -> set:
+    """Every CJK character in the book's sources: chapters (outputs included) and pages."""
+    files = [*root.glob("chapters/*.ipynb"), *root.glob("*.md")]
+    return set().union(*(CJK.findall(f.read_text(encoding="utf-8")) for f in files))
+
+
+def make_cjk_font(root: Path, source: str = CJK_SOURCE) -> Path:
+    from fontTools import subset
+    from fontTools.ttLib import TTCollection, TTFont
+
+    if source.endswith(".ttc"):
+        fonts = TTCollection(source).fonts
+        font = next(f for f in fonts if f["name"].getDebugName(1) == CJK_SOURCE_NAME)
+    else:
+        font = TTFont(source)
+    chars = sorted(book_characters(root))
+    options = subset.Options()
+    options.flavor, options.hinting, options.desubroutinize = "woff2", False, True
+    options.name_IDs = [0, 1, 2, 3, 4, 5, 6, 13, 14]  # keep the copyright and licence
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(text="".join(chars))
+    subsetter.subset(font)
+    for record in font["name"].names:  # a modified font takes a new name (SIL OFL 1.1, 3)
+        if record.nameID in (1, 3, 4, 16):
+            record.string = CJK_FAMILY
+        elif record.nameID == 6:
+            record.string = CJK_FAMILY.replace(" ", "") + "-Regular"
+    font.flavor = "woff2"
+    out = root / CJK_FONT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    font.save(out)
+    print(f"{out}: {len(chars)} characters, {out.stat().st_size} bytes, from {source}")
+    return out
+
+
 def setup(app):
     os.environ[STATIC_ENV] = "1"
     app.connect("doctree-read", drop_widget_state)
     app.connect("html-page-context", drop_thebe)
     app.connect("build-finished", copy_mathjax)
+    app.connect("build-finished", lighten_pages)
+    app.connect("build-finished", write_search_text)
     app.connect("build-finished", forget_failed_build)
+    app.add_css_file(ICONS_CSS)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) in (2, 3) and sys.argv[1] == "cjk-font":
+        make_cjk_font(Path(__file__).resolve().parents[1], *sys.argv[2:])
+    else:
+        sys.exit("usage: python _ext/grpo_site.py cjk-font [FONT.ttc|FONT.otf]")
