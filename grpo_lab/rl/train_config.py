@@ -43,7 +43,9 @@ class TrainConfig:
     warmup_batch: int = 64
     warmup_lr: float = 3e-3
     # GRPO
-    steps: int = 400
+    # 400 steps ended near 83% once issue 13 rewrote the torch loss (the run is sensitive to
+    # rounding); 600 reach about 98% held-out accuracy.
+    steps: int = 600
     prompts_per_step: int = 32        # B
     group_size: int = 16              # G: completions per prompt
     inner_iters: int = 4              # mu: updates per batch; > 1 makes the ratio matter
