@@ -1,16 +1,12 @@
 """Input checks shared by every public function, on NumPy arrays and on torch tensors.
 
 Every public function of ``grpo_lab`` and ``grpo_lab.torch`` checks its arguments here, so a
-reader who passes the wrong thing gets one kind of message:
-
-    ``<argument>: expected <what was expected>, got <what came>``
-
-raised as a ``TypeError`` (wrong kind of object or dtype) or a ``ValueError`` (right kind,
-wrong shape or value). Nothing is silently broadcast, truncated or turned into NaN.
-
-The array checks take ``backend="torch"`` for tensors: the same rules and messages, with the
-tensor's own dtypes and devices. This module never imports torch; it finds it in
-``sys.modules`` when a caller has imported it (a tensor cannot exist otherwise).
+reader who passes the wrong thing gets one kind of message,
+``<argument>: expected <what was expected>, got <what came>``, as a ``TypeError`` (wrong kind
+of object or dtype) or a ``ValueError`` (right kind, wrong shape or value). Nothing is
+silently broadcast, truncated or turned into NaN. The array checks take ``backend="torch"``
+for tensors: the same rules and words. This module never imports torch; it finds it in
+``sys.modules`` once a caller has (a tensor cannot exist otherwise).
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ import sys
 import numpy as np
 
 __all__ = ["as_counts", "as_float_array", "as_mask", "cast_result", "check_choice", "check_finite",
-           "check_int", "check_real", "check_shape", "common_dtype", "describe", "is_float_dtype",
+           "first_non_finite", "check_int", "check_real", "check_shape", "common_dtype", "describe", "is_float_dtype",
            "is_tensor", "same_device", "valid_lengths", "working_dtype"]
 
 
@@ -125,7 +121,7 @@ def as_float_array(name: str, x, *, ndim: int | None = None, shape_doc: str = ""
 
 
 def _finite_elements(x):
-    """Elementwise ``isfinite`` of an array (in its working dtype: ml_dtypes) or a tensor."""
+    """Elementwise ``isfinite`` of a tensor, or of an array in its working dtype (ml_dtypes)."""
     if is_tensor(x):
         return _torch().isfinite(x.detach())
     return np.isfinite(x.astype(working_dtype(x.dtype), copy=False))
@@ -143,18 +139,25 @@ def _all_finite(x) -> bool:
     return bool(np.isfinite(float(total))) or bool(_finite_elements(x).all())
 
 
-def check_finite(name: str, x) -> None:
-    """Raise a ``ValueError`` naming the first NaN or inf of ``x`` (an array or a tensor).
+def first_non_finite(x):
+    """The index of the first NaN or inf of ``x`` (array or tensor, floats), or None if none.
 
-    It costs one pass, a sum, when there is none (see ``_all_finite``); ints are finite.
+    It costs one pass, a sum, when there is none (see ``_all_finite``); ints are all finite.
     """
     floating = x.is_floating_point() if is_tensor(x) else is_float_dtype(x.dtype)
     if not floating or _all_finite(x):
-        return
+        return None
     bad = ~_finite_elements(x)
-    where = tuple(bad.nonzero()[0].tolist() if is_tensor(x) else np.argwhere(bad)[0].tolist())
-    raise ValueError(f"{name}: expected finite values, got {_value(x, where)} at index "
-                     f"{where} ({int(bad.sum())} non-finite value(s) in all)")
+    return tuple(bad.nonzero()[0].tolist() if is_tensor(x) else np.argwhere(bad)[0].tolist())
+
+
+def check_finite(name: str, x) -> None:
+    """Raise a ``ValueError`` naming the first NaN or inf of ``x`` (an array or a tensor)."""
+    where = first_non_finite(x)
+    if where is not None:
+        count = int((~_finite_elements(x)).sum())
+        raise ValueError(f"{name}: expected finite values, got {_value(x, where)} at index "
+                         f"{where} ({count} non-finite value(s) in all)")
 
 
 def _value(x, where: tuple):

@@ -4,9 +4,9 @@ Taught in chapter 7 (``chapters/07_performance.ipynb``). Needs torch; ``import g
 not import this module (use ``import grpo_lab.perf.loss_fused``).
 
 :func:`grpo_loss_fused` is the torch mirror's eager loss :func:`grpo_lab.torch.grpo_loss`
-computed differently: the same argument check (one call, :func:`grpo_lab.torch.check_loss_arguments`),
-the same arguments, results and diagnostics (:func:`grpo_lab.torch.diagnostic_sums`), tested
-equal in value, diagnostics and gradient. Only the order of the work changes.
+computed in another order: the same argument check (one call,
+:func:`grpo_lab.torch.check_loss_arguments`), the same arguments, results and diagnostics
+(:func:`grpo_lab.torch.diagnostic_sums`), tested equal in value, diagnostics and gradient.
 
 Why fusing pays: every eager operation reads and writes a full (N, T) tensor, and autograd
 keeps some of them alive from the forward pass to the backward pass. The loss is a sum of
@@ -17,7 +17,8 @@ per-token terms, so its gradient with respect to ``logp`` is per token too:
     \frac{\partial \mathcal{L}}{\partial\, \mathrm{logp}_{i,t}} = w_{i,t}\Big(
         -A_{i,t}\, r_{i,t}\, [lo_i \le r_{i,t} \le hi_i]
         + \beta\, \frac{\partial\, \mathrm{KL}_{i,t}}{\partial\, \mathrm{logp}_{i,t}}\Big),
-    \qquad \frac{\partial k_3}{\partial\, \mathrm{logp}} = -(e^{r} - 1),\ r = \mathrm{ref} - \mathrm{logp}
+    \qquad \frac{\partial k_3}{\partial\, \mathrm{logp}} = -(e^{r} - 1),
+    \quad r = \mathrm{ref} - \mathrm{logp}
 
 with ``[lo, hi]`` the range :func:`grpo_lab.torch.clip_bounds` clamps the ratio to (0 where a
 clip holds; see :func:`grpo_lab.surrogate_grad_logp` for the NumPy version). So it can be

@@ -45,7 +45,8 @@ KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
 
 __all__ = ["AGGREGATIONS", "DIAGNOSTICS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO",
            "PER_TOKEN_KL", "aggregate", "aggregate_loss", "aggregation_weights",
-           "centred_deviations_", "check_loss_arguments", "clip_bounds", "clipped_surrogate_loss",
-           "divide_or_zero", "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1",
-           "kl_k2", "kl_k3", "diagnostic_means", "diagnostic_sums", "power_of_two_rescale", "probability_ratio",
-           "row_weights", "sequence_ratio", "std_from_deviations"]
+           "centred_deviations_", "check_loss_arguments", "clip_bounds",
+           "clipped_surrogate_loss", "diagnostic_means", "diagnostic_sums", "divide_or_zero",
+           "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3",
+           "power_of_two_rescale", "probability_ratio", "row_weights", "sequence_ratio",
+           "std_from_deviations"]

@@ -24,8 +24,16 @@ import torch
 from grpo_lab.core.advantages import check_group_advantages_options as check_options
 from grpo_lab.numerics.validate import as_float_array, cast_result, working_dtype
 
-__all__ = ["centred_deviations_", "divide_or_zero", "group_advantages", "power_of_two_rescale",
-           "std_from_deviations"]
+__all__ = ["centred_deviations_", "check_group_advantages_arguments", "divide_or_zero",
+           "group_advantages", "power_of_two_rescale", "std_from_deviations"]
+
+
+def check_group_advantages_arguments(rewards, eps, scale, ddof, baseline):
+    """``(rewards, out_dtype, eps, scale, ddof, baseline)``: a finite (B, G) tensor (not
+    copied) and the options, checked by the NumPy reference's own option check."""
+    arr, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)",
+                                    backend="torch")
+    return (arr, out_dtype) + check_options(tuple(arr.shape), eps, scale, ddof, baseline)
 
 
 def power_of_two_rescale(x, work):
@@ -119,10 +127,9 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     >>> glt.group_advantages(torch.tensor([[1.0, 0.0, 1.0, 0.0]]))  # float32: 1 - 2e-8 is 1
     tensor([[ 1., -1.,  1., -1.]])
     """
-    arr, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)",
-                                    backend="torch")
+    arr, out_dtype, eps, scale, ddof, baseline = check_group_advantages_arguments(
+        rewards, eps, scale, ddof, baseline)
     B, G = arr.shape
-    eps, scale, ddof, baseline = check_options(tuple(arr.shape), eps, scale, ddof, baseline)
     work = working_dtype(out_dtype)
 
     x, up = power_of_two_rescale(arr, work)                        # (B, G) r * 2**s, owned

@@ -13,7 +13,31 @@ from grpo_lab.core.aggregation import AGGREGATIONS, check_aggregation_options
 from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, describe,
                                         same_device, valid_lengths, working_dtype)
 
-__all__ = ["AGGREGATIONS", "aggregate", "aggregate_loss", "aggregation_weights", "row_weights"]
+__all__ = ["AGGREGATIONS", "aggregate", "aggregate_loss", "aggregation_weights",
+           "check_aggregate_loss_arguments", "check_aggregation_weights_arguments", "row_weights"]
+
+
+def check_aggregation_weights_arguments(mask, mode, max_len, dtype=torch.float64):
+    """``(mask, lengths, mode, max_len)``: a 2-D (N, T) mask as 0.0 / 1.0 in ``dtype`` with a
+    valid token in every row, the valid tokens per row, and the checked options."""
+    m = as_mask("mask", mask, getattr(mask, "shape", ()), backend="torch", dtype=dtype)
+    if m.dim() != 2:
+        raise ValueError(f"mask: expected a 2-D (N, T) tensor of 0/1 or bools, got {describe(m)}")
+    mode, max_len = check_aggregation_options(mode, max_len, m.shape[1])
+    return m, valid_lengths(m), mode, max_len
+
+
+def check_aggregate_loss_arguments(per_token_loss, mask, mode, max_len):
+    """``(per_token_loss, mask, lengths, dtype, mode, max_len)``: the losses (N, T) and the mask
+    in the working dtype, the valid tokens per row, the result's dtype, the options."""
+    lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
+                               shape_doc=" of shape (N, T)", backend="torch")
+    work = working_dtype(dtype)
+    m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)",
+                backend="torch", dtype=work)
+    same_device("per_token_loss", lt, mask=m)
+    mode, max_len = check_aggregation_options(mode, max_len, lt.shape[1])
+    return lt.to(work), m, valid_lengths(m), dtype, mode, max_len
 
 
 def row_weights(lengths, mode, max_len):
@@ -52,11 +76,8 @@ def aggregation_weights(mask, mode, *, max_len=None):
     ``grpo``: :math:`1/(N L_i)`; ``bnpo``, ``dapo``: :math:`1/\sum_j L_j`; ``dr_grpo``:
     :math:`1/(N\,\text{max\_len})`, ``max_len`` defaulting to T. Padding gets 0.
     """
-    m = as_mask("mask", mask, getattr(mask, "shape", ()), backend="torch", dtype=torch.float64)
-    if m.dim() != 2:
-        raise ValueError(f"mask: expected a 2-D (N, T) tensor of 0/1 or bools, got {describe(m)}")
-    mode, max_len = check_aggregation_options(mode, max_len, m.shape[1])
-    w = row_weights(valid_lengths(m), mode, max_len=max_len)      # (N,) or ()
+    m, lengths, mode, max_len = check_aggregation_weights_arguments(mask, mode, max_len)
+    w = row_weights(lengths, mode, max_len=max_len)               # (N,) or ()
     return m * (w[:, None] if w.dim() else w)                     # (N, T), 0 on padding
 
 
@@ -72,12 +93,7 @@ def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
     >>> [round(glt.aggregate_loss(loss, mask, m).item(), 4) for m in ("grpo", "dapo", "dr_grpo")]
     [0.5, 0.25, 0.1667]
     """
-    lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
-                               shape_doc=" of shape (N, T)", backend="torch")
-    work = working_dtype(dtype)
-    m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)",
-                backend="torch", dtype=work)
-    same_device("per_token_loss", lt, mask=m)
-    mode, max_len = check_aggregation_options(mode, max_len, lt.shape[1])
-    w = row_weights(valid_lengths(m), mode, max_len=max_len)
-    return cast_result("per_token_loss", "aggregated loss", aggregate(lt.to(work), m, w), dtype)
+    lt, m, lengths, dtype, mode, max_len = check_aggregate_loss_arguments(
+        per_token_loss, mask, mode, max_len)                      # (N, T), (N, T), (N,)
+    loss = aggregate(lt, m, row_weights(lengths, mode, max_len=max_len))
+    return cast_result("per_token_loss", "aggregated loss", loss, dtype)

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from grpo_lab.core.kl import check_kl_shapes
 from grpo_lab.numerics.stable import K3_SERIES_BELOW, K3_SERIES_TERMS
 from grpo_lab.numerics.validate import (as_float_array, check_real, common_dtype, describe,
-                                        same_device)
+                                        first_non_finite, is_tensor, same_device)
 
-__all__ = ["PER_TOKEN_KL", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3"]
+__all__ = ["PER_TOKEN_KL", "check_kl_arguments", "k3_expm1", "k3_series", "kl_k1", "kl_k2",
+           "kl_k3"]
 
 _SHAPE_DOC = " of per-token log-probs, shape (..., T)"
 _WORK = torch.float64                 # as the NumPy reference: the estimates are the result
@@ -48,8 +50,9 @@ PER_TOKEN_KL = {
 }
 
 
-def _log_probs(logp, ref_logp):
-    """Validate the pair; return both in float64 and the dtype of the result."""
+def check_kl_arguments(logp, ref_logp, clamp):
+    """``(logp, ref_logp, out_dtype, clamp)``: the log-probs in float64, the result's dtype and
+    ``clamp`` (None or > 0); the tensor twin of :func:`grpo_lab.core.kl.check_kl_arguments`."""
     a, a_dtype = as_float_array("logp", logp, shape_doc=_SHAPE_DOC, backend="torch")
     b, b_dtype = as_float_array("ref_logp", ref_logp, shape_doc=_SHAPE_DOC, backend="torch")
     if a.dim() == 0:
@@ -57,26 +60,28 @@ def _log_probs(logp, ref_logp):
             f"logp: expected a tensor with at least 1 dimension{_SHAPE_DOC}, got {describe(a)}")
     check_kl_shapes(a.shape, b.shape)
     same_device("logp", a, ref_logp=b)
-    return a.to(_WORK), b.to(_WORK), common_dtype(a_dtype, b_dtype)
-
-
-def _finish(name, k, out_dtype, clamp):
-    """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite."""
     if clamp is not None:
-        k = torch.clamp(k, -clamp, clamp)
-    out = k.to(out_dtype)
-    bad = ~torch.isfinite(out.detach())
-    if bool(bad.any()):
-        where = tuple(torch.nonzero(bad)[0].tolist())
+        clamp = check_real("clamp", clamp, minimum=0.0, allow_equal=False)
+    return a.to(_WORK), b.to(_WORK), common_dtype(a_dtype, b_dtype), clamp
+
+
+def cast_kl_estimate(name, k, out_dtype, clamp):
+    """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite.
+
+    Written for arrays and tensors alike (``clip``, and ``first_non_finite`` of the one
+    validation layer), so that :func:`grpo_lab.core.kl.cast_kl_estimate` can be this function.
+    """
+    if clamp is not None:
+        k = k.clip(-clamp, clamp)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = k.to(out_dtype) if is_tensor(k) else k.astype(out_dtype)
+    where = first_non_finite(out)
+    if where is not None:
         raise ValueError(
             f"logp, ref_logp: expected a {name} estimate that fits in {out_dtype}, got "
-            f"{k.detach()[where].item():.4g} at index {where} (log-ratio logp - ref_logp too far "
-            f"from 0); pass clamp=... (verl clips k3 to 10) or log-probs in a wider dtype")
+            f"{float(k[where]):.4g} at index {where} (log-ratio logp - ref_logp too far from 0); "
+            f"pass clamp=... (verl clips k3 to 10) or log-probs in a wider dtype")
     return out
-
-
-def _check_clamp(clamp):
-    return None if clamp is None else check_real("clamp", clamp, minimum=0.0, allow_equal=False)
 
 
 def kl_k1(logp, ref_logp, *, clamp=None):
@@ -91,16 +96,14 @@ def kl_k1(logp, ref_logp, *, clamp=None):
     return      (..., T)  per-token estimate, in the inputs' (promoted) float dtype
     ==========  ========  =====================================================
     """
-    clamp = _check_clamp(clamp)
-    lp, ref, out_dtype = _log_probs(logp, ref_logp)
-    return _finish("k1", PER_TOKEN_KL["k1"](lp, ref), out_dtype, clamp)
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)
+    return cast_kl_estimate("k1", PER_TOKEN_KL["k1"](lp, ref), out_dtype, clamp)
 
 
 def kl_k2(logp, ref_logp, *, clamp=None):
     r"""k2 = (logp - ref_logp)^2 / 2, per token (see :func:`grpo_lab.kl_k2`)."""
-    clamp = _check_clamp(clamp)
-    lp, ref, out_dtype = _log_probs(logp, ref_logp)
-    return _finish("k2", PER_TOKEN_KL["k2"](lp, ref), out_dtype, clamp)
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)
+    return cast_kl_estimate("k2", PER_TOKEN_KL["k2"](lp, ref), out_dtype, clamp)
 
 
 def k3_series(r: torch.Tensor) -> torch.Tensor:
@@ -129,8 +132,7 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     >>> glt.kl_k3(torch.log(torch.tensor([0.5, 0.25])), torch.log(torch.tensor([0.25, 0.5])))
     tensor([0.1931, 0.3069])
     """
-    clamp = _check_clamp(clamp)
-    lp, ref, out_dtype = _log_probs(logp, ref_logp)
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)
     # Past this r the estimate is beyond float64, or, with clamp=c, surely above c
     # (e^r - r - 1 >= e^r / 2 once r >= 2.5): capping r there changes no result.
     cap = _LOG_MAX + 1.0 if clamp is None else max(2.5, math.log(2.0 * clamp)) + 1.0
@@ -138,4 +140,4 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     small = r.abs() < K3_SERIES_BELOW                              # where expm1(r) - r cancels
     series = k3_series(torch.where(small, r, torch.zeros_like(r)))
     direct = k3_expm1(torch.where(small, torch.ones_like(r), r))
-    return _finish("k3", torch.where(small, series, direct), out_dtype, clamp)
+    return cast_kl_estimate("k3", torch.where(small, series, direct), out_dtype, clamp)

@@ -1,4 +1,4 @@
-r"""PPO's clipped surrogate and GSPO's sequence ratio on tensors (see :mod:`grpo_lab.core.surrogate`).
+r"""PPO's clipped surrogate and GSPO's sequence ratio on tensors (:mod:`grpo_lab.core.surrogate`).
 
 Taught in chapter 2 (the NumPy reference). Same names, arguments, equations and results, on
 tensors on CPU or CUDA; worked in float32 (float64 for float64 inputs, see
@@ -22,8 +22,9 @@ from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, ch
                                         common_dtype, describe, same_device, valid_lengths,
                                         working_dtype)
 
-__all__ = ["MAX_LOG_RATIO", "check_adv", "check_logp_pair", "clip_bounds",
-           "clipped_surrogate_loss", "mean_log_ratio", "probability_ratio", "sequence_ratio"]
+__all__ = ["MAX_LOG_RATIO", "check_adv", "check_clipped_surrogate_arguments", "check_logp_pair",
+           "check_sequence_ratio_arguments", "clip_bounds", "clipped_surrogate_loss",
+           "mean_log_ratio", "probability_ratio", "sequence_ratio"]
 
 TOKENS_DOC = " of per-token log-probs, shape (N, T)"
 SAME = " (the shape of logp; nothing is broadcast)"
@@ -49,6 +50,27 @@ def check_adv(adv, lp):
     return (a[..., None] if per_sequence else a), a_dtype            # (N, 1) or (N, T)
 
 
+def check_clipped_surrogate_arguments(logp, old_logp, adv, eps_low, eps_high, dual_clip):
+    """Everything :func:`clipped_surrogate_loss` takes, checked: ``(logp, old_logp, adv, dtype,
+    eps_low, eps_high, dual_clip)``, the tensors in the working dtype (adv (N, 1) or (N, T))."""
+    lp, old, dtype = check_logp_pair(logp, old_logp)
+    a, a_dtype = check_adv(adv, lp)
+    options = check_surrogate_options(eps_low, eps_high, dual_clip)
+    dtype = common_dtype(dtype, a_dtype)
+    work = working_dtype(dtype)
+    return (lp.to(work), old.to(work), a.to(work), dtype) + options
+
+
+def check_sequence_ratio_arguments(logp, old_logp, mask):
+    """``(logp, old_logp, mask, lengths, dtype)``: (N, T) tensors and the 0.0 / 1.0 mask in the
+    working dtype, the valid tokens per row (none empty), and the result's dtype."""
+    lp, old, dtype = check_logp_pair(logp, old_logp, ndim=2)
+    work = working_dtype(dtype)
+    m = as_mask("mask", mask, lp.shape, " (the shape of logp)", backend="torch", dtype=work)
+    same_device("logp", lp, mask=m)
+    return lp.to(work), old.to(work), m, valid_lengths(m), dtype
+
+
 def probability_ratio(log_ratio):
     r""":math:`r = e^{\operatorname{clip}(\log r,\ -20,\ 20)}`: the ratio, never inf (verl's clamp).
 
@@ -60,7 +82,7 @@ def probability_ratio(log_ratio):
 
 
 def clip_bounds(adv, eps_low, eps_high, dual_clip=None):
-    r"""The range ``[lo, hi]`` that PPO's clip holds the ratio to, where A points (per row or token).
+    r"""The range ``[lo, hi]`` PPO's clip holds the ratio to, on the side A points (per row).
 
     .. math::
 
@@ -111,14 +133,9 @@ def clipped_surrogate_loss(logp, old_logp, adv, *, eps_low=0.2, eps_high=None, d
     >>> glt.clipped_surrogate_loss(logp, torch.zeros(1, 4), torch.tensor([[1.0, 1, -1, -1]]))
     tensor([[-1.0000, -1.2000,  1.5000,  5.0000]])
     """
-    lp, old, dtype = check_logp_pair(logp, old_logp)
-    a, a_dtype = check_adv(adv, lp)
-    eps_low, eps_high, dual_clip = check_surrogate_options(eps_low, eps_high, dual_clip)
-    dtype = common_dtype(dtype, a_dtype)
-    work = working_dtype(dtype)
-    a = a.to(work)                                                     # (N, 1) or (N, T)
-
-    ratio = probability_ratio(lp.to(work) - old.to(work))             # (N, T) pi / pi_old
+    lp, old, a, dtype, eps_low, eps_high, dual_clip = check_clipped_surrogate_arguments(
+        logp, old_logp, adv, eps_low, eps_high, dual_clip)            # a: (N, 1) or (N, T)
+    ratio = probability_ratio(lp - old)                                # (N, T) pi / pi_old
     lo, hi = clip_bounds(a, eps_low, eps_high, dual_clip)             # where the clip bites
     pg_loss = -a * torch.clamp(ratio, lo, hi)                          # (N, T)
     return cast_result("logp, old_logp, adv", "per-token losses", pg_loss, dtype)
@@ -136,9 +153,6 @@ def sequence_ratio(logp, old_logp, mask):
 
         s_i = \exp\Big(\frac{1}{|y_i|}\sum_t m_{i,t}\,(logp_{i,t} - old\_logp_{i,t})\Big)
     """
-    lp, old, dtype = check_logp_pair(logp, old_logp, ndim=2)
-    work = working_dtype(dtype)
-    m = as_mask("mask", mask, lp.shape, " (the shape of logp)", backend="torch", dtype=work)
-    same_device("logp", lp, mask=m)
-    s = probability_ratio(mean_log_ratio(lp.to(work) - old.to(work), m, valid_lengths(m)))
+    lp, old, m, lengths, dtype = check_sequence_ratio_arguments(logp, old_logp, mask)
+    s = probability_ratio(mean_log_ratio(lp - old, m, lengths))       # (N,)
     return cast_result("logp, old_logp", "sequence ratios", s, dtype)

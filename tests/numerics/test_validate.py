@@ -52,7 +52,9 @@ def test_a_sum_that_overflows_is_rechecked_element_by_element(make):
     """The NaN scan is one sum; 3e38 + 3e38 overflows float32 without any non-finite input."""
     big = make([3e38, 3e38, -1.0], dtype=np.float32 if make is np.array else torch.float32)
     v.check_finite("x", big)                      # no error: every value is finite
+    assert v.first_non_finite(big) is None
     big[2] = float("nan")
+    assert v.first_non_finite(big) == (2,)
     with pytest.raises(ValueError, match=r"x: expected finite values, got nan at index \(2,\)"):
         v.check_finite("x", big)
 

@@ -2,7 +2,9 @@
 
 import ml_dtypes
 import numpy as np
-import torch
+import pytest
+
+torch = pytest.importorskip("torch")
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
