@@ -41,7 +41,7 @@ import numpy as np
 
 from grpo_lab.numerics.stable import k3_from_log_ratio, log_ratio
 from grpo_lab.numerics.validate import (as_float_array, check_real, common_dtype, describe,
-                                        working_dtype)
+                                        first_non_finite, is_tensor, working_dtype)
 
 __all__ = ["cast_kl_estimate", "check_kl_arguments", "check_kl_shapes", "kl_k1", "kl_k2", "kl_k3"]
 
@@ -74,21 +74,22 @@ def check_kl_arguments(logp, ref_logp, clamp):
     return a.astype(work), b.astype(work), out_dtype, clamp
 
 
-def cast_kl_estimate(name: str, k: np.ndarray, out_dtype, clamp) -> np.ndarray:
+def cast_kl_estimate(name: str, k, out_dtype, clamp):
     """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite.
 
     An estimate past the output's range (``e^r`` for ``r > 88.7`` in float32) is a
-    ``ValueError`` that says what to do, never an inf or a NaN.
+    ``ValueError`` that says what to do, never an inf or a NaN. Written for arrays and
+    tensors alike: :mod:`grpo_lab.torch.kl` casts its estimates with this same function.
     """
     if clamp is not None:
-        k = np.clip(k, -clamp, clamp)
+        k = k.clip(-clamp, clamp)
     with np.errstate(over="ignore", invalid="ignore"):
-        out = k.astype(out_dtype)
-    if not np.all(np.isfinite(out.astype(np.float64))):
-        where = tuple(int(i) for i in np.argwhere(~np.isfinite(out.astype(np.float64)))[0])
+        out = k.to(out_dtype) if is_tensor(k) else k.astype(out_dtype)
+    where = first_non_finite(out)
+    if where is not None:
         raise ValueError(
             f"logp, ref_logp: expected a {name} estimate that fits in {out_dtype}, got "
-            f"{k[where]:.4g} at index {where} (log-ratio logp - ref_logp too far from 0); "
+            f"{float(k[where]):.4g} at index {where} (log-ratio logp - ref_logp too far from 0); "
             f"pass clamp=... (verl clips k3 to 10) or log-probs in a wider dtype")
     return out
 

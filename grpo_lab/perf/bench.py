@@ -44,8 +44,8 @@ from grpo_lab.core.advantages import group_advantages
 from grpo_lab.perf.advantages_fast import group_advantages_fast
 from grpo_lab.perf.baselines import (TRL_EPS, loss_inputs, plain_advantages,
                                      trl_style_advantages, trl_style_loss)
-from grpo_lab.perf.measure import (peak_bytes_numpy, peak_bytes_torch, result_rows,
-                                   time_round_robin, torch_mirror, torch_or_none)
+from grpo_lab.perf.measure import (forward_backward, peak_bytes_numpy, peak_bytes_torch,
+                                   result_rows, time_round_robin, torch_mirror, torch_or_none)
 
 __all__ = ["ADV_SIZES", "LOSS_SIZE", "QUICK_ADV_SIZES", "QUICK_LOSS_SIZE", "TRL_EPS",
            "bench_advantages", "bench_loss", "loss_inputs", "main", "plain_advantages",
@@ -125,12 +125,7 @@ def bench_loss(shape, repeats, device="cpu", seed=0):
     copy_out = torch.empty_like(logp)
 
     def step(loss_fn):
-        def forward_backward():
-            leaf.grad = None
-            loss, _ = loss_fn(leaf, old, ref, adv, mask)
-            loss.backward()
-            return leaf.grad
-        return forward_backward
+        return forward_backward(loss_fn, leaf, old, ref, adv, mask)
 
     def reset():
         leaf.grad = None

@@ -24,8 +24,22 @@ import sys
 import time
 import tracemalloc
 
-__all__ = ["peak_bytes_numpy", "peak_bytes_torch", "quiet_stderr", "result_rows",
+__all__ = ["forward_backward", "peak_bytes_numpy", "peak_bytes_torch", "quiet_stderr", "result_rows",
            "time_round_robin", "torch_mirror", "torch_or_none"]
+
+
+def forward_backward(loss_fn, leaf, *inputs):
+    """A callable for the timers: ``loss_fn(leaf, *inputs)``, then its backward pass.
+
+    Each call clears ``leaf.grad`` first, so every run measures one fresh gradient; it
+    returns ``leaf.grad``. ``loss_fn`` returns ``(loss, diagnostics)``, as every GRPO loss here.
+    """
+    def run():
+        leaf.grad = None
+        loss, _ = loss_fn(leaf, *inputs)
+        loss.backward()
+        return leaf.grad
+    return run
 
 
 def time_round_robin(fns, repeats, sync=None):

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from grpo_lab.core.kl import check_kl_shapes
+from grpo_lab.core.kl import cast_kl_estimate, check_kl_shapes
 from grpo_lab.numerics.stable import K3_SERIES_BELOW, K3_SERIES_TERMS
 from grpo_lab.numerics.validate import (as_float_array, check_real, common_dtype, describe,
-                                        first_non_finite, is_tensor, same_device)
+                                        same_device)
 
 __all__ = ["PER_TOKEN_KL", "check_kl_arguments", "k3_expm1", "k3_series", "kl_k1", "kl_k2",
            "kl_k3"]
@@ -63,25 +62,6 @@ def check_kl_arguments(logp, ref_logp, clamp):
     if clamp is not None:
         clamp = check_real("clamp", clamp, minimum=0.0, allow_equal=False)
     return a.to(_WORK), b.to(_WORK), common_dtype(a_dtype, b_dtype), clamp
-
-
-def cast_kl_estimate(name, k, out_dtype, clamp):
-    """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite.
-
-    Written for arrays and tensors alike (``clip``, and ``first_non_finite`` of the one
-    validation layer), so that :func:`grpo_lab.core.kl.cast_kl_estimate` can be this function.
-    """
-    if clamp is not None:
-        k = k.clip(-clamp, clamp)
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = k.to(out_dtype) if is_tensor(k) else k.astype(out_dtype)
-    where = first_non_finite(out)
-    if where is not None:
-        raise ValueError(
-            f"logp, ref_logp: expected a {name} estimate that fits in {out_dtype}, got "
-            f"{float(k[where]):.4g} at index {where} (log-ratio logp - ref_logp too far from 0); "
-            f"pass clamp=... (verl clips k3 to 10) or log-probs in a wider dtype")
-    return out
 
 
 def kl_k1(logp, ref_logp, *, clamp=None):

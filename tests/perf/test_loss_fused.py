@@ -13,7 +13,7 @@ import grpo_lab as gl  # noqa: E402
 import grpo_lab.perf.loss_fused as lf  # noqa: E402
 import grpo_lab.torch as glt  # noqa: E402
 from grpo_lab.perf.baselines import trl_style_loss  # noqa: E402
-from grpo_lab.perf.measure import peak_bytes_torch  # noqa: E402
+from grpo_lab.perf.measure import forward_backward, peak_bytes_torch  # noqa: E402
 
 EAGER = glt.grpo_loss          # the one eager torch loss: the mirror
 
@@ -222,12 +222,7 @@ def test_fused_peak_memory_is_under_a_third_of_eager():
     leaf = logp.clone().requires_grad_()
 
     def step(fn):
-        def run():
-            leaf.grad = None
-            loss, _ = fn(leaf, old, ref, adv, mask)
-            loss.backward()
-            return leaf.grad
-        return run
+        return forward_backward(fn, leaf, old, ref, adv, mask)
     trl = peak_bytes_torch(step(trl_style_loss), "cpu")
     eager = peak_bytes_torch(step(EAGER), "cpu")
     fused = peak_bytes_torch(step(lf.grpo_loss_fused), "cpu")

@@ -13,17 +13,8 @@ torch = pytest.importorskip("torch")
 
 import grpo_lab.torch as glt  # noqa: E402
 from grpo_lab.perf.baselines import loss_inputs, trl_style_advantages, trl_style_loss  # noqa: E402
-from grpo_lab.perf.measure import peak_bytes_torch  # noqa: E402
+from grpo_lab.perf.measure import forward_backward, peak_bytes_torch  # noqa: E402
 from grpo_lab.perf.roofline import trace_torch_traffic  # noqa: E402
-
-
-def _step(fn, leaf, old, ref, adv, mask):
-    def run():
-        leaf.grad = None
-        loss, _ = fn(leaf, old, ref, adv, mask)
-        loss.backward()
-        return leaf.grad
-    return run
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -31,7 +22,7 @@ def test_the_loss_needs_at_most_1_2x_the_memory_and_traffic_of_trl_style(dtype):
     logp, old, ref, adv, mask = (t.to(dtype) if t.is_floating_point() else t
                                  for t in loss_inputs((128, 2048)))
     leaf = logp.clone().requires_grad_()
-    trl, mirror = (_step(fn, leaf, old, ref, adv, mask) for fn in (trl_style_loss, glt.grpo_loss))
+    trl, mirror = (forward_backward(fn, leaf, old, ref, adv, mask) for fn in (trl_style_loss, glt.grpo_loss))
     peak_trl, peak_mirror = peak_bytes_torch(trl, "cpu"), peak_bytes_torch(mirror, "cpu")
     assert peak_mirror <= 1.2 * peak_trl, (peak_mirror / peak_trl)
     traffic_trl, traffic_mirror = trace_torch_traffic(trl), trace_torch_traffic(mirror)
