@@ -67,6 +67,9 @@ Where each name is taught:
 ``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic
 ``gl.loss_fused``               chapter 7, the fused torch GRPO loss (one sweep, one gradient)
 ``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
+``gl.kl_k3_plus``               chapter 8, verl's straight-through k3+ (k3's value, k2's gradient)
+``gl.kl_grad_logp``             chapter 8, each KL estimator's gradient with respect to logp
+``gl.kl_shaped_rewards``        chapter 8, verl's KL in the reward, before group normalisation
 ``gl.process_advantages``       chapter 8, DeepSeekMath's process-supervision advantages
 ``gl.steps_to_tokens``          chapter 8, per-step values spread over each step's tokens
 ``gl.show_source``              every chapter: shows the package's real code
@@ -87,7 +90,7 @@ from grpo_lab.book.source import show_source
 from grpo_lab.core.advantages import BASELINES, SCALES, group_advantages
 from grpo_lab.core.aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from grpo_lab.core.gae import gae
-from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
+from grpo_lab.core.kl import kl_grad_logp, kl_k1, kl_k2, kl_k3, kl_k3_plus, kl_shaped_rewards
 from grpo_lab.core.loss import grpo_diagnostics, grpo_loss
 from grpo_lab.core.process import process_advantages, steps_to_tokens
 from grpo_lab.core.surrogate import (LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, sequence_ratio,
@@ -123,7 +126,8 @@ __all__ = [
     "accuracy_reward", "format_reward", "normalise_then_sum", "overlong_penalty", "rewards",
     "weighted_sum",                                                                  # ch. 5
     "group_advantages_fast",                                                         # ch. 7
-    "presets", "process_advantages", "steps_to_tokens",                             # ch. 8
+    "kl_grad_logp", "kl_k3_plus", "kl_shaped_rewards", "presets", "process_advantages",
+    "steps_to_tokens",                                                               # ch. 8
 ]
 
 # The modules a chapter reaches as ``gl.<name>``, imported on first use so that

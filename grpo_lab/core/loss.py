@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.core.aggregation import AGGREGATIONS, aggregation_weights
-from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
+from grpo_lab.core.aggregation import AGGREGATIONS, aggregation_weights, check_aggregation_options
+from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3, kl_k3_plus
 from grpo_lab.core.surrogate import (LEVELS, MAX_LOG_RATIO, check_advantages, check_clip_range,
                                      check_logp_pair, sequence_ratio, surrogate_from_ratio)
 from grpo_lab.numerics.stable import log_ratio, masked_mean
@@ -23,10 +23,11 @@ from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, ch
                                         valid_lengths, working_dtype)
 
 __all__ = ["KL_ESTIMATORS", "check_grpo_diagnostics_arguments", "check_grpo_loss_arguments",
-           "check_grpo_loss_options", "grpo_diagnostics", "grpo_loss"]
+           "check_grpo_loss_knobs", "check_grpo_loss_options", "grpo_diagnostics", "grpo_loss"]
 
-#: The per-token KL estimators ``grpo_loss(kl=...)`` can use (chapter 3).
-KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+#: The per-token KL estimators ``grpo_loss(kl=...)`` can use (chapter 3; verl's straight-through
+#: "k3+", whose value is k3's and whose gradient is k2's, in chapter 8).
+KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "k3+": kl_k3_plus}
 
 _SHAPE_OF_LOGP = " (the shape of logp; nothing is broadcast)"
 
@@ -51,19 +52,42 @@ def check_grpo_loss_options(eps_low, eps_high, beta, kl, agg, level, *, has_ref,
     return eps_low, eps_high, beta, kl, agg, level
 
 
+def check_grpo_loss_knobs(dual_clip, max_len, kl_clamp, kl_bias_correction, agg, T):
+    """The production knobs of :func:`grpo_loss` (chapter 8) as plain Python values
+    (backend-neutral): ``(dual_clip, max_len, kl_clamp, kl_bias_correction)``.
+
+    ``dual_clip`` None or c > 1; ``max_len`` None, or (``agg="dr_grpo"`` only) at least the
+    padded length ``T``, and T when None under ``dr_grpo``; ``kl_clamp`` None or > 0;
+    ``kl_bias_correction`` a bool.
+    """
+    if dual_clip is not None:
+        dual_clip = check_real("dual_clip", dual_clip, minimum=1.0, allow_equal=False)
+    _, max_len = check_aggregation_options(agg, max_len, T)
+    if kl_clamp is not None:
+        kl_clamp = check_real("kl_clamp", kl_clamp, minimum=0.0, allow_equal=False)
+    if not isinstance(kl_bias_correction, (bool, np.bool_)):
+        raise TypeError(f"kl_bias_correction: expected True or False, got "
+                        f"{type(kl_bias_correction).__name__} {kl_bias_correction!r}")
+    return dual_clip, max_len, kl_clamp, bool(kl_bias_correction)
+
+
 def check_grpo_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low, eps_high, beta, kl,
-                              agg, level):
+                              agg, level, dual_clip=None, max_len=None, kl_clamp=None,
+                              kl_bias_correction=False):
     """Everything :func:`grpo_loss` takes, checked, in the order of its signature.
 
-    Returns ``(logp, old_logp, ref_logp, adv, mask, dtype, options)``: the arrays in float64
-    (``ref_logp`` None if absent; adv (N, 1) or (N, T)), a bool mask with a valid token in
-    every row, the result's dtype and the options of :func:`check_grpo_loss_options`.
+    Returns ``(logp, old_logp, ref_logp, adv, mask, dtype, options, knobs)``: the arrays in
+    float64 (``ref_logp`` None if absent; adv (N, 1) or (N, T)), a bool mask with a valid token
+    in every row, the result's dtype, the options of :func:`check_grpo_loss_options` and the
+    knobs of :func:`check_grpo_loss_knobs`.
     """
     lp, old, dtype = check_logp_pair(logp, old_logp, ndim=2)
     m = as_mask("mask", mask, lp.shape, _SHAPE_OF_LOGP)
     a, a_dtype = check_advantages(adv, lp.shape)
     options = check_grpo_loss_options(eps_low, eps_high, beta, kl, agg, level,
                                       has_ref=ref_logp is not None)
+    knobs = check_grpo_loss_knobs(dual_clip, max_len, kl_clamp, kl_bias_correction, options[4],
+                                  lp.shape[-1])
     dtypes = [dtype, a_dtype]
     if ref_logp is not None:
         ref, ref_dtype = as_float_array("ref_logp", ref_logp, shape_doc=" of per-token log-probs, "
@@ -74,7 +98,7 @@ def check_grpo_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low, eps_
     out_dtype = common_dtype(*dtypes)
     work = working_dtype(out_dtype)
     ref = None if ref_logp is None else ref.astype(work)
-    return lp.astype(work), old.astype(work), ref, a.astype(work), m, out_dtype, options
+    return lp.astype(work), old.astype(work), ref, a.astype(work), m, out_dtype, options, knobs
 
 
 def check_grpo_diagnostics_arguments(logp, old_logp, ratio, adv, mask, eps_low, eps_high,
@@ -104,7 +128,8 @@ def check_grpo_diagnostics_arguments(logp, old_logp, ratio, adv, mask, eps_low, 
 # --- the loss -------------------------------------------------------------------------------------
 
 def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None, beta=0.04,
-              kl="k3", agg="grpo", level="token"):
+              kl="k3", agg="grpo", level="token", dual_clip=None, max_len=None, kl_clamp=None,
+              kl_bias_correction=False):
     r"""The GRPO loss of a batch, and the diagnostics a trainer logs with it.
 
     DeepSeekMath (Shao et al. 2024, eq. 3), written as a loss to minimise:
@@ -136,10 +161,27 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None
     eps_high    scalar           None means eps_low; DAPO's clip-higher: 0.28
     beta        scalar           KL weight >= 0: 0.04 in DeepSeekMath; 0 in DAPO and
                                  Dr. GRPO (TRL's default is 0 since v0.19)
-    kl          str              ``"k1"``, ``"k2"`` or ``"k3"`` (DeepSeekMath: k3)
+    kl          str              ``"k1"``, ``"k2"`` or ``"k3"`` (DeepSeekMath: k3), or
+                                 ``"k3+"``: k3's value, k2's gradient (verl's
+                                 straight-through; the same value here)
     agg         str              ``"grpo"``, ``"bnpo"``, ``"dapo"`` or ``"dr_grpo"``
-                                 (max_len is T)
     level       str              ``"token"`` or ``"sequence"`` (GSPO)
+
+    The production knobs of chapter 8, all off by default:
+
+    dual_clip   scalar           None, or c > 1: for A < 0 the loss is at most -c A
+                                 (verl's clip_ratio_c = 3, on by default there;
+                                 TRL's ``delta`` when delta >= 1 + eps_high)
+    max_len     int              ``agg="dr_grpo"`` only: the constant divisor, default T
+                                 (TRL's max_completion_length, 512)
+    kl_clamp    scalar           None, or c > 0: each KL estimate clipped to [-c, c]
+                                 (verl's low_var_kl and OpenRLHF: 10)
+    kl_bias_correction  bool     weigh the KL by the ratio r (TRL's
+                                 ``use_bias_correction_kl``, on by default there)
+
+    verl's default actor loss (``vanilla``, ``token-mean``, KL loss ``low_var_kl``) is
+    ``grpo_loss(..., agg="dapo", dual_clip=3.0, kl_clamp=10.0)``; its
+    ``seq-mean-token-sum-norm`` is ``agg="dr_grpo"`` with ``max_len`` = the padded length.
     ==========  ===============  ======================================================
 
     Returns:
@@ -165,17 +207,22 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None
     >>> round(float(gl.grpo_loss(logp, logp, logp, adv, mask, agg="dapo")[0]), 6)
     0.111111
     """
-    lp, old, ref, adv, m, dtype, (eps_low, eps_high, beta, kl, agg, level) = (
+    lp, old, ref, adv, m, dtype, (eps_low, eps_high, beta, kl, agg, level), knobs = (
         check_grpo_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low, eps_high, beta,
-                                  kl, agg, level))                  # float64 (N, T); adv (N, 1|T)
+                                  kl, agg, level, dual_clip, max_len, kl_clamp,
+                                  kl_bias_correction))              # float64 (N, T); adv (N, 1|T)
+    dual_clip, max_len, kl_clamp, kl_bias_correction = knobs
     if level == "token":
         ratio = np.exp(log_ratio(lp, old, clamp=MAX_LOG_RATIO))      # (N, T) pi_theta / pi_old
     else:
         ratio = sequence_ratio(lp, old, m)[:, None]                  # (N, 1) GSPO's s_i
-    pg_loss = surrogate_from_ratio(ratio, adv, eps_low=eps_low, eps_high=eps_high)   # (N, T)
-    per_token_kl = None if ref is None else KL_ESTIMATORS[kl](lp, ref)              # (N, T)
+    pg_loss = surrogate_from_ratio(ratio, adv, eps_low=eps_low, eps_high=eps_high,
+                                   dual_clip=dual_clip)              # (N, T)
+    per_token_kl = None if ref is None else KL_ESTIMATORS[kl](lp, ref, clamp=kl_clamp)  # (N, T)
+    if per_token_kl is not None and kl_bias_correction:
+        per_token_kl = ratio * per_token_kl                          # TRL: k weighted by r
     per_token_loss = pg_loss if ref is None else pg_loss + beta * per_token_kl      # (N, T)
-    loss = (aggregation_weights(m, agg) * per_token_loss).sum()      # sum of w_{i,t} l_{i,t}
+    loss = (aggregation_weights(m, agg, max_len=max_len) * per_token_loss).sum()   # sum w l
     diagnostics = grpo_diagnostics(lp, old, ratio, adv, m, eps_low=eps_low, eps_high=eps_high,
                                    per_token_kl=per_token_kl)
     return cast_result("logp, old_logp, ref_logp, adv", "loss", loss, dtype)[()], diagnostics

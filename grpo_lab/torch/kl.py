@@ -19,8 +19,8 @@ from grpo_lab.numerics.stable import K3_SERIES_BELOW, K3_SERIES_TERMS
 from grpo_lab.numerics.validate import (as_float_array, check_real, common_dtype, describe,
                                         same_device)
 
-__all__ = ["PER_TOKEN_KL", "check_kl_arguments", "k3_expm1", "k3_series", "kl_k1", "kl_k2",
-           "kl_k3"]
+__all__ = ["PER_TOKEN_KL", "check_kl_arguments", "k3_expm1", "k3_series", "kl_estimate", "kl_k1",
+           "kl_k2", "kl_k3", "kl_k3_plus", "straight_through"]
 
 _SHAPE_DOC = " of per-token log-probs, shape (..., T)"
 _WORK = torch.float64                 # as the NumPy reference: the estimates are the result
@@ -41,12 +41,31 @@ def k3_expm1(r: torch.Tensor) -> torch.Tensor:
     return torch.expm1(r) - r
 
 
-#: The three estimators on checked tensors of one dtype, ``(logp, ref_logp) -> (..., T)``.
+def straight_through(value: torch.Tensor, grad_from: torch.Tensor) -> torch.Tensor:
+    """The value of ``value`` with the gradient of ``grad_from``: ``g - sg(g) + sg(v)``."""
+    return grad_from - grad_from.detach() + value.detach()
+
+
+#: The estimators on checked tensors of one dtype, ``(logp, ref_logp) -> (..., T)``; "k3+" is
+#: verl's straight-through k3 (k3's value, k2's gradient; chapter 8).
 PER_TOKEN_KL = {
     "k1": lambda logp, ref_logp: logp - ref_logp,
     "k2": lambda logp, ref_logp: 0.5 * (logp - ref_logp) ** 2,
     "k3": lambda logp, ref_logp: k3_expm1(ref_logp - logp),
+    "k3+": lambda logp, ref_logp: straight_through(k3_expm1(ref_logp - logp),
+                                                   0.5 * (logp - ref_logp) ** 2),
 }
+
+
+def kl_estimate(kl: str, logp, ref_logp, clamp=None):
+    """One estimator of :data:`PER_TOKEN_KL` on checked tensors, its value clipped to
+    ``[-clamp, clamp]``; for "k3+" only the value is clipped, k2's gradient stays (as verl)."""
+    if kl == "k3+":
+        value = PER_TOKEN_KL["k3"](logp, ref_logp)
+        value = value if clamp is None else value.clamp(-clamp, clamp)
+        return straight_through(value, PER_TOKEN_KL["k2"](logp, ref_logp))
+    k = PER_TOKEN_KL[kl](logp, ref_logp)
+    return k if clamp is None else k.clamp(-clamp, clamp)
 
 
 def check_kl_arguments(logp, ref_logp, clamp):
@@ -121,3 +140,22 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     series = k3_series(torch.where(small, r, torch.zeros_like(r)))
     direct = k3_expm1(torch.where(small, torch.ones_like(r), r))
     return cast_kl_estimate("k3", torch.where(small, series, direct), out_dtype, clamp)
+
+
+def kl_k3_plus(logp, ref_logp, *, clamp=None):
+    r"""verl's straight-through "k3+": the value of :func:`kl_k3`, the gradient of :func:`kl_k2`.
+
+    ``k2 - sg(k2) + sg(k3)`` (``kl_penalty(..., "k3+")`` in verl 0.9.1's ``core_algos.py``):
+    the loss reads k3, its gradient is ``logp - ref_logp``, whose expectation is the gradient
+    of KL(pi_theta || pi_ref). See :func:`grpo_lab.kl_k3_plus` and
+    :func:`grpo_lab.kl_grad_logp` (chapter 8).
+
+    >>> import torch, grpo_lab.torch.kl as gltk
+    >>> lp = torch.log(torch.tensor([0.5])).requires_grad_()
+    >>> k = gltk.kl_k3_plus(lp, torch.log(torch.tensor([0.25])))
+    >>> k.detach(), torch.autograd.grad(k.sum(), lp)[0]      # k3's value, k2's gradient log 2
+    (tensor([0.1931]), tensor([0.6931]))
+    """
+    value = kl_k3(logp, ref_logp, clamp=clamp)                     # checked, cast, clipped
+    k2 = PER_TOKEN_KL["k2"](*check_kl_arguments(logp, ref_logp, None)[:2])   # float64
+    return straight_through(value, k2.to(value.dtype))

@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 import torch
 
-from grpo_lab.core.loss import check_grpo_loss_options
+from grpo_lab.core.loss import check_grpo_loss_knobs, check_grpo_loss_options
 from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_shape,
                                         common_dtype, same_device, valid_lengths, working_dtype)
 from grpo_lab.torch.aggregation import aggregate, row_weights
-from grpo_lab.torch.kl import PER_TOKEN_KL
+from grpo_lab.torch.kl import kl_estimate
 from grpo_lab.torch.surrogate import (MAX_LOG_RATIO, SAME, TOKENS_DOC, check_adv, check_logp_pair,
                                       clip_bounds, mean_log_ratio, probability_ratio)
 
@@ -51,10 +51,15 @@ class LossArguments(NamedTuple):
     level: str
     work: torch.dtype                   # float32, or float64 if an input is
     out_dtype: torch.dtype              # the inputs' common dtype
+    dual_clip: float | None = None      # the production knobs (chapter 8)
+    max_len: int | None = None          # dr_grpo's divisor (T when None)
+    kl_clamp: float | None = None
+    kl_bias_correction: bool = False
 
 
 def check_loss_arguments(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None,
-                         beta=0.04, kl="k3", agg="grpo", level="token") -> LossArguments:
+                         beta=0.04, kl="k3", agg="grpo", level="token", dual_clip=None,
+                         max_len=None, kl_clamp=None, kl_bias_correction=False) -> LossArguments:
     """Validate every argument of :func:`grpo_loss` in one call (the fused loss makes it too).
 
     Each tensor costs one sum (the scan for NaN and inf); nothing is copied, except a mask
@@ -66,6 +71,8 @@ def check_loss_arguments(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, ep
     a, a_dtype = check_adv(adv, lp)
     options = check_grpo_loss_options(eps_low, eps_high, beta, kl, agg, level,
                                       has_ref=ref_logp is not None, kind="tensor")
+    knobs = check_grpo_loss_knobs(dual_clip, max_len, kl_clamp, kl_bias_correction, options[4],
+                                  lp.shape[-1])
     dtypes = [dtype, a_dtype]
     if ref_logp is not None:
         ref_logp, ref_dtype = as_float_array("ref_logp", ref_logp, shape_doc=TOKENS_DOC,
@@ -76,7 +83,8 @@ def check_loss_arguments(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, ep
     out_dtype = common_dtype(*dtypes)
     work = working_dtype(out_dtype)
     m = mask.to(work)                                              # (N, T) 0.0 / 1.0
-    return LossArguments(lp, old, ref_logp, a, m, valid_lengths(m), *options, work, out_dtype)
+    return LossArguments(lp, old, ref_logp, a, m, valid_lengths(m), *options, work, out_dtype,
+                         *knobs)
 
 
 def diagnostic_sums(ratio, lo, hi, per_token_kl, log_ratio, m, buf):
@@ -107,7 +115,8 @@ def diagnostic_means(sums, lengths):
 
 
 def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None, beta=0.04,
-              kl="k3", agg="grpo", level="token"):
+              kl="k3", agg="grpo", level="token", dual_clip=None, max_len=None, kl_clamp=None,
+              kl_bias_correction=False):
     r"""The GRPO loss of a batch and its diagnostics (see :func:`grpo_lab.grpo_loss`).
 
     .. math::
@@ -126,9 +135,11 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None
     mask        (N, T)           1 for completion tokens, 0 for padding
     eps_low     scalar           usually 0.2;  eps_high: None means eps_low
     beta        scalar           KL weight >= 0 (DeepSeekMath 0.04)
-    kl          str              "k1", "k2" or "k3"
+    kl          str              "k1", "k2", "k3" or "k3+" (k3's value, k2's gradient)
     agg         str              "grpo", "bnpo", "dapo" or "dr_grpo"
     level       str              "token" or "sequence" (GSPO)
+    dual_clip, max_len, kl_clamp, kl_bias_correction: the production knobs of chapter 8,
+                                 as in :func:`grpo_lab.grpo_loss`
     ==========  ===============  ======================================================
 
     Returns ``(loss, diagnostics)``: a 0-d tensor in the inputs' common dtype, and a dict of
@@ -143,19 +154,25 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None
     (0.0, 0.0, 0.0)
     """
     x = check_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low=eps_low,
-                             eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level)
+                             eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level,
+                             dual_clip=dual_clip, max_len=max_len, kl_clamp=kl_clamp,
+                             kl_bias_correction=kl_bias_correction)
     lp, a, m = x.logp.to(x.work), x.adv.to(x.work), x.mask        # (N, T), (N, 1)/(N, T), (N, T)
     log_ratio = lp - x.old_logp.to(x.work)                         # (N, T) log pi_theta / pi_old
     if x.level == "token":
         ratio = probability_ratio(log_ratio)                       # (N, T)
     else:                                                          # GSPO: one per sequence
         ratio = probability_ratio(mean_log_ratio(log_ratio, m, x.lengths))[:, None]   # (N, 1)
-    lo, hi = clip_bounds(a, x.eps_low, x.eps_high)                 # where the clip bites
+    lo, hi = clip_bounds(a, x.eps_low, x.eps_high, x.dual_clip)    # where the clip bites
     per_token_loss = -a * torch.clamp(ratio, lo, hi)               # -min(r A, clip(r) A)
-    per_token_kl = None if x.ref_logp is None else PER_TOKEN_KL[x.kl](lp, x.ref_logp.to(x.work))
+    per_token_kl = None if x.ref_logp is None else kl_estimate(
+        x.kl, lp, x.ref_logp.to(x.work), x.kl_clamp)               # (N, T)
+    if per_token_kl is not None and x.kl_bias_correction:
+        per_token_kl = ratio * per_token_kl                        # TRL: k weighted by r
     if x.beta != 0:
         per_token_loss = per_token_loss + x.beta * per_token_kl    # (N, T)
-    loss = aggregate(per_token_loss, m, row_weights(x.lengths, x.agg, max_len=lp.shape[1]))
+    max_len = lp.shape[1] if x.max_len is None else x.max_len
+    loss = aggregate(per_token_loss, m, row_weights(x.lengths, x.agg, max_len=max_len))
     with torch.no_grad():                                          # what TRL's trainer logs
         sums = diagnostic_sums(ratio, lo, hi, per_token_kl, log_ratio, m, torch.empty_like(m))
     diagnostics = diagnostic_means(sums, x.lengths)

@@ -144,7 +144,7 @@ MASK = np.ones((2, 3))
      r"ref_logp: expected an \(N, T\) array of reference log-probs when beta = 0.04 > 0, got None"),
     ({"ref_logp": np.zeros((2, 4))}, ValueError, r"ref_logp: expected shape \(2, 3\) \(the shape of logp"),
     ({"beta": -0.1}, ValueError, r"beta: expected a number >= 0.0, got -0.1"),
-    ({"kl": "k4"}, ValueError, r"kl: expected one of 'k1', 'k2', 'k3', got 'k4'"),
+    ({"kl": "k4"}, ValueError, r"kl: expected one of 'k1', 'k2', 'k3', 'k3\+', got 'k4'"),
     ({"agg": "sum"}, ValueError, r"agg: expected one of 'grpo', 'bnpo', 'dapo', 'dr_grpo', got 'sum'"),
     ({"level": "tokens"}, ValueError, r"level: expected one of 'token', 'sequence', got 'tokens'"),
     ({"eps_low": -0.2}, ValueError, r"eps_low: expected a number >= 0.0, got -0.2"),
