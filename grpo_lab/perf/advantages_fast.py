@@ -1,5 +1,10 @@
 r"""A fast ``group_advantages``: the same function as the reference, with fewer passes over memory.
 
+For float32 and float64 rewards with ``scale="group"`` or ``"none"`` the work is done by a
+compiled one-pass kernel, :mod:`grpo_lab.perf.advantages_numba` (Numba), which reads each row
+once and writes it once. The rest (other dtypes, ``scale="batch"``, or no Numba installed, of
+which the first call says so once) takes the blocked NumPy path this docstring describes.
+
 Taught in chapter 7 (``chapters/07_performance.ipynb``); the reference is
 :func:`grpo_lab.core.advantages.group_advantages` (chapter 1), and the two are tested equal.
 
@@ -43,15 +48,25 @@ are in :mod:`grpo_lab.perf.blocks`.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from grpo_lab.core.advantages import check_group_advantages_arguments, group_advantages
+from grpo_lab.perf.advantages_numba import advantages_one_pass, kernel_or_none
 from grpo_lab.perf.blocks import (SHORT_ROWS, BlockBuffers, batch_factor, check_kernel_arrays,
                                   group_factor, is_narrow_dtype, none_factor, pooled_moments,
                                   row_blocks, store_block)
 
-__all__ = ["BLOCK_ELEMENTS", "blocked_advantages_narrow", "blocked_advantages_wide",
-           "group_advantages_fast"]
+__all__ = ["BLOCK_ELEMENTS", "NumbaMissingWarning", "blocked_advantages_narrow",
+           "blocked_advantages_wide", "group_advantages_fast"]
+
+
+class NumbaMissingWarning(UserWarning):
+    """Numba is not installed: the fast path takes its blocked NumPy route (said once)."""
+
+
+_NOTICE = []          # one entry once the notice has been given
 
 #: Rewards per block: 2**15 float64 values are 256 KiB, two such buffers fit a 1 MiB L2 cache.
 BLOCK_ELEMENTS = 1 << 15
@@ -179,6 +194,20 @@ def group_advantages_fast(rewards, eps=1e-8, *, scale="group", ddof=0, baseline=
         rewards, eps, scale, ddof, baseline, finite=False)
     G = arr.shape[1]
     c = G / (G - 1) if baseline == "leave_one_out" else 1.0    # r_i - mean of the other G-1
+    if arr.dtype in (np.float32, np.float64) and scale != "batch":
+        if kernel_or_none() is not None:                      # one pass, compiled
+            with np.errstate(invalid="ignore", over="ignore"):
+                result = advantages_one_pass(arr, np.empty(arr.shape, out_dtype), eps, scale,
+                                             ddof, c)
+            if result is None:                # a NaN/inf reward or a result too large
+                return group_advantages(rewards, eps, scale=scale, ddof=ddof, baseline=baseline)
+            return result
+        if not _NOTICE:
+            _NOTICE.append(True)
+            warnings.warn("group_advantages_fast: numba is not installed, so float32 and "
+                          "float64 rewards take the blocked NumPy path (a few times slower); "
+                          "pip install numba for the one-pass kernel", NumbaMissingWarning,
+                          stacklevel=2)
     kernel = (blocked_advantages_narrow if is_narrow_dtype(arr.dtype)
               else blocked_advantages_wide if np.dtype(out_dtype).itemsize <= 8
               else None)                                          # longdouble: the reference

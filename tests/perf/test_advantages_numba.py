@@ -1,0 +1,84 @@
+"""The one-pass compiled kernel behind group_advantages_fast: within 4 ulp of the reference for
+float32 and float64, exact zeros on all-equal groups, the reference's errors, and the blocked
+NumPy path (said once) where Numba is missing."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import grpo_lab as gl
+import grpo_lab.perf.advantages_fast as fast_module
+import grpo_lab.perf.advantages_numba as numba_module
+
+pytest.importorskip("numba")
+
+OPTIONS = [dict(scale=s, baseline=b, ddof=d) for s in ("group", "none") for b in gl.BASELINES
+           for d in (0, 1)]
+
+
+def ulps_apart(a, b):
+    """Float steps between a and b, elementwise (float32 or float64)."""
+    as_int = {4: np.int32, 8: np.int64}[a.dtype.itemsize]
+
+    def ordered(x):
+        i = x.view(as_int).astype(object if as_int is np.int64 else np.int64)
+        return np.where(i < 0, int(np.iinfo(as_int).min) - i, i)
+    return np.abs(ordered(a) - ordered(b)).astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 2), (5, 3), (300, 8), (100, 64), (3, 1000)])
+def test_kernel_within_4_ulp_of_the_reference(dtype, shape):
+    rng = np.random.default_rng(sum(shape))
+    r = (5 * rng.normal(size=shape) + 2).astype(dtype)
+    for options in OPTIONS:
+        ref = gl.group_advantages(r, **options)
+        out = np.empty_like(ref)
+        G = shape[1]
+        c = G / (G - 1) if options["baseline"] == "leave_one_out" else 1.0
+        got = numba_module.advantages_one_pass(r, out, 1e-8, options["scale"], options["ddof"], c)
+        assert got is out
+        # ulps are counted at each row's largest |A|: near 0 an ulp means nothing
+        row_size = np.abs(ref).max(axis=1, keepdims=True)
+        ulp = np.spacing(row_size.astype(dtype)).astype(np.float64)
+        assert (np.abs(got.astype(np.float64) - ref) / ulp).max() <= 4, options
+        if dtype == np.float32:                      # both round once from float64
+            assert ulps_apart(got, ref).max() <= 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_equal_rows_are_exact_zeros_and_nan_goes_to_the_reference(dtype):
+    r = np.full((6, 5), 0.1, dtype=dtype)
+    r[::2] = np.arange(5)
+    for eps in (1e-8, 0.0):
+        adv = numba_module.advantages_one_pass(r, np.empty_like(r), eps, "group", 0, 1.0)
+        assert np.all(adv[1::2] == 0.0) and np.isfinite(adv).all()
+    r[3, 2] = np.nan
+    assert numba_module.advantages_one_pass(r, np.empty_like(r), 1e-8, "group", 0, 1.0) is None
+    with pytest.raises(ValueError, match=r"^rewards: .*index \(3, 2\)"):
+        gl.group_advantages_fast(r)
+
+
+def test_without_numba_the_blocked_path_runs_and_says_so_once(monkeypatch):
+    monkeypatch.setattr(numba_module, "_KERNEL", [None])
+    monkeypatch.setattr(fast_module, "_NOTICE", [])
+    r = np.random.default_rng(1).normal(size=(50, 8)).astype(np.float32)
+    with pytest.warns(fast_module.NumbaMissingWarning, match="numba is not installed"):
+        first = gl.group_advantages_fast(r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        second = gl.group_advantages_fast(r)                 # said once, not twice
+    np.testing.assert_array_equal(first, second)
+    assert np.abs(first - gl.group_advantages(r)).max() < 1e-6
+
+
+def test_the_kernel_is_what_the_fast_path_calls(monkeypatch):
+    calls = []
+    real = numba_module.advantages_one_pass
+    monkeypatch.setattr(fast_module, "advantages_one_pass",
+                        lambda *a: calls.append(a[0].dtype) or real(*a))
+    gl.group_advantages_fast(np.ones((2, 4), np.float32))
+    gl.group_advantages_fast(np.ones((2, 4), np.float16))    # not float32/64: blocked path
+    gl.group_advantages_fast(np.ones((2, 4)), scale="batch")  # batch: blocked path
+    assert calls == [np.float32]
