@@ -112,7 +112,7 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     B, G = r.shape
     # Divide by 2**k near max|r| (exact), so that no square overflows; eps is divided too, and
     # A, a ratio of deviations to a std, does not change.
-    x, k = power_of_two_rescale(r.astype(working_dtype(out_dtype)))       # (B, G) r / 2**k
+    x, k = power_of_two_rescale(r.astype(working_dtype(out_dtype)), eps=eps)   # (B, G) r / 2**k
 
     # The formula, A = (r - baseline) / (std + eps), a line per term:
     dev = centred_deviations(x)                                            # (B, G) r - mean(r)

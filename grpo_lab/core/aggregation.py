@@ -37,7 +37,7 @@ def check_aggregation_options(mode, max_len, T):
 def check_aggregation_weights_arguments(mask, mode, max_len):
     """``(mask, lengths, mode, max_len)``: a 2-D bool mask (N, T) with a valid token in every
     row, the valid tokens per row (N,), and the options of :func:`check_aggregation_options`."""
-    m = as_mask("mask", mask, np.shape(mask) if mask is not None else ())
+    m = as_mask("mask", mask, None)                                   # any shape; 2-D below
     if m.ndim != 2:
         raise ValueError(f"mask: expected a 2-D (N, T) array of 0/1 or bools, got {describe(m)}")
     mode, max_len = check_aggregation_options(mode, max_len, m.shape[1])

@@ -142,7 +142,7 @@ def process_advantages(step_rewards, step_mask, eps=1e-8, *, ddof=0):
     B, G, K = r.shape
     R = m.reshape(B, G * K)                                        # (B, G*K) the set R per group
     # Divide by 2**k near max |r| over the real steps (exact), so no square overflows.
-    x, k = power_of_two_rescale(np.where(R, r.reshape(B, G * K), 0.0))   # (B, G*K), padding 0
+    x, k = power_of_two_rescale(np.where(R, r.reshape(B, G * K), 0.0), eps=eps)   # (B, G*K)
 
     # The normalisation over R: (r - mean(R)) / (std(R) + eps), about each group's first step.
     dev = centred_deviations(x, mask=R)                            # (B, G*K), 0 on padding

@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.numerics.stable import logsumexp, masked_mean
-from grpo_lab.numerics.validate import as_float_array, as_mask, describe, working_dtype
+from grpo_lab.numerics.validate import (as_array, as_float_array, as_mask, cast_result, describe,
+                                        working_dtype)
 
-__all__ = ["at_least_float32", "check_logits", "check_sequence_logprob_arguments",
+__all__ = ["at_least_float32", "check_logits", "shift_by_max", "check_sequence_logprob_arguments",
            "check_token_logprobs_arguments", "log_softmax", "sequence_logprob_mean",
            "sequence_logprob_sum", "token_logprobs"]
 
@@ -38,6 +39,17 @@ def at_least_float32(dtype) -> np.dtype:
     return np.dtype(np.float32)
 
 
+def shift_by_max(z):
+    """``z - max(z)`` over the last axis, each entry <= 0 and the max exactly 0 (float64 in).
+
+    A gap past float64's range (logits 1e308 and -1e308) is -inf: that token's probability
+    is below the smallest float64, and ``exp`` gives it 0, as it should. The caller refuses
+    the -inf where it would be returned as a log-prob (:func:`log_softmax`).
+    """
+    with np.errstate(over="ignore"):
+        return z - z.max(axis=-1, keepdims=True)
+
+
 def check_logits(logits, *, min_ndim=1, shape_doc=" of shape (..., V)"):
     """``(logits, out_dtype)``: finite logits of at least ``min_ndim`` dimensions in float64 (a
     copy) and the float32-or-wider dtype of the log-probs."""
@@ -53,7 +65,8 @@ def check_token_logprobs_arguments(logits, tokens):
     """``(logits, tokens, out_dtype)`` for :func:`token_logprobs`: logits (..., T, V) in float64
     and integer ids (..., T) in [0, V)."""
     z, out_dtype = check_logits(logits, min_ndim=2, shape_doc=" of shape (..., T, V)")
-    tok = None if tokens is None or isinstance(tokens, (str, bytes)) else np.asarray(tokens)
+    tok = None if tokens is None or isinstance(tokens, (str, bytes)) else as_array(
+        "tokens", tokens, "integer token ids of shape (..., T)")
     if tok is None or tok.dtype.kind not in "iu":
         got = describe(tokens) if tok is None else f"dtype {tok.dtype}"
         raise TypeError(f"tokens: expected integer token ids of shape (..., T), got {got}")
@@ -109,6 +122,12 @@ def log_softmax(logits) -> np.ndarray:
     The result is never returned in float16 or bfloat16: a bfloat16 log-prob near -5 is off
     by up to 0.016, which is a 1.6% error in every probability ratio computed from it.
 
+    A log-prob that the result's dtype cannot hold is refused, not rounded to -inf: float32
+    logits 3e38 and -3e38 give a log-prob of -6e38, below float32's -3.4e38, and the
+    ``ValueError`` (naming ``logits``) says to pass them as float64, where it fits. In float64
+    itself (1e308 and -1e308) no float holds it: also an error. Such a spread only comes
+    from a bug, and a -inf would turn into NaN in the first ``logp - old_logp``.
+
     >>> import numpy as np, grpo_lab as gl
     >>> gl.log_softmax(np.array([0.0, np.log(3.0)])).round(4)        # p = 1/4, 3/4
     array([-1.3863, -0.2877])
@@ -116,8 +135,8 @@ def log_softmax(logits) -> np.ndarray:
     array([    0., -1000.], dtype=float32)
     """
     z, out_dtype = check_logits(logits)                     # (..., V) float64, a copy
-    shifted = z - z.max(axis=-1, keepdims=True)             # (..., V) <= 0, the max exactly 0
-    return (shifted - logsumexp(shifted)).astype(out_dtype)
+    shifted = shift_by_max(z)                               # (..., V) <= 0, the max exactly 0
+    return cast_result("logits", "log-probabilities", shifted - logsumexp(shifted), out_dtype)
 
 
 def token_logprobs(logits, tokens) -> np.ndarray:
@@ -146,9 +165,10 @@ def token_logprobs(logits, tokens) -> np.ndarray:
     dtype('float32')
     """
     z, tok, out_dtype = check_token_logprobs_arguments(logits, tokens)   # (..., T, V), (..., T)
-    shifted = z - z.max(axis=-1, keepdims=True)                          # (..., T, V) <= 0
+    shifted = shift_by_max(z)                                            # (..., T, V) <= 0
     picked = np.take_along_axis(shifted, tok[..., None], axis=-1)        # (..., T, 1)
-    return (picked - logsumexp(shifted))[..., 0].astype(out_dtype)       # (..., T)
+    logp = (picked - logsumexp(shifted))[..., 0]                         # (..., T)
+    return cast_result("logits", "log-probabilities", logp, out_dtype)
 
 
 def sequence_logprob_sum(logp, mask) -> np.ndarray:
@@ -169,7 +189,9 @@ def sequence_logprob_sum(logp, mask) -> np.ndarray:
     Accumulated in float64. In bfloat16 the sum of 32k log-probs near -2 is about -65000,
     where bfloat16's spacing is 256: a running bfloat16 sum stops growing in the hundreds,
     and even a perfectly accumulated sum loses up to 128 nats when rounded to bfloat16;
-    float16 overflows to -inf there. Padding never enters the sum, whatever its value.
+    float16 overflows to -inf there. Padding never enters the sum, whatever its value. A sum
+    that the result's dtype cannot hold (two float32 log-probs of -3e38) is a ``ValueError``
+    naming ``logp``, not -inf: pass such log-probs as float64.
 
     >>> import numpy as np, grpo_lab as gl
     >>> logp = np.array([[-1.0, -2.0, -99.0], [-0.5, -0.5, -0.5]], dtype=np.float16)
@@ -177,7 +199,9 @@ def sequence_logprob_sum(logp, mask) -> np.ndarray:
     array([-3. , -1.5], dtype=float32)
     """
     x, keep, out_dtype = check_sequence_logprob_arguments(logp, mask)   # (..., T) float64
-    return np.where(keep, x, 0.0).sum(axis=-1).astype(out_dtype)        # (...,) padding is 0
+    with np.errstate(over="ignore"):                                    # refused just below
+        total = np.where(keep, x, 0.0).sum(axis=-1)                     # (...,) padding is 0
+    return cast_result("logp", "sums over the tokens", total, out_dtype)
 
 
 def sequence_logprob_mean(logp, mask) -> np.ndarray:

@@ -44,11 +44,17 @@ _NAMED = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat
 def as_dtype(dtype) -> np.dtype:
     """One of the four floats of this chapter as a NumPy dtype, from a name or a type.
 
+    ``None`` is refused: NumPy reads ``np.dtype(None)`` as float64, which would silently
+    pick one of the four for a caller who forgot to.
+
     >>> import numpy as np, grpo_lab as gl
     >>> gl.as_dtype("bfloat16"), gl.as_dtype(np.float16)
     (dtype(bfloat16), dtype('float16'))
     """
     allowed = ", ".join(DTYPES)
+    if dtype is None or isinstance(dtype, (bool, np.bool_)):   # NumPy reads None as float64
+        raise TypeError(f"dtype: expected one of {allowed} (a name or a NumPy/ml_dtypes type), "
+                        f"got {describe(dtype)}")
     if isinstance(dtype, str):
         if dtype not in _NAMED:
             raise ValueError(f"dtype: expected one of {allowed}, got {dtype!r}")

@@ -25,16 +25,18 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from grpo_lab.numerics.validate import (as_float_array, as_mask, check_int, check_real, check_shape,
+from grpo_lab.numerics.validate import (as_array, as_float_array, as_mask, check_int, check_real, check_shape,
                                         describe)
 
-__all__ = ["K3_SERIES_BELOW", "K3_SERIES_TERMS", "centred_deviations", "check_block_input",
+__all__ = ["EPS_HEADROOM_BITS", "K3_SERIES_BELOW", "K3_SERIES_TERMS", "centred_deviations", "check_block_input",
            "check_log_ratio_arguments", "divide_or_zero", "k3_from_log_ratio", "k3_series",
            "log_ratio", "logsumexp", "masked_mean", "power_of_two_rescale",
            "scale_by_power_of_two", "std_from_deviations"]
 
 #: Below this ``|d|``, k3 is summed as a series: ``expm1(-d) + d`` would lose -log2|d| bits.
 K3_SERIES_BELOW = 0.1
+#: ``power_of_two_rescale(x, eps=eps)`` keeps ``eps / 2**k`` below ``2**EPS_HEADROOM_BITS``.
+EPS_HEADROOM_BITS = 1000
 #: Terms up to ``d^13 / 13!``: the truncation is under 1e-20 relative for ``|d| < 0.1``.
 K3_SERIES_TERMS = 13
 
@@ -55,7 +57,7 @@ def check_block_input(name: str, x, *, mask=None, min_ndim: int = 1, min_size: i
         raise ValueError(f"{name}: expected an array with at least {min_ndim} dimension, "
                          f"got {describe(arr)}")
     if mask is not None:
-        mask = np.asarray(mask)
+        mask = as_array("mask", mask, f"a mask of 0/1 or bools (the shape of {name})")
         if mask.dtype != bool:
             mask = as_mask("mask", mask, arr.shape, f" (the shape of {name})")
         check_shape("mask", mask, arr.shape, f" (the shape of {name})")
@@ -125,7 +127,7 @@ def std_from_deviations(dev, ddof=0, *, count=None):
     return np.sqrt((dev * dev).sum(axis=-1, keepdims=True) / (n - ddof))   # (..., 1)
 
 
-def power_of_two_rescale(x):
+def power_of_two_rescale(x, *, eps=0.0):
     r"""``(x / 2**k, k)`` with ``2**k`` just above ``max |x|``: exact, and ``|x / 2**k| < 1``.
 
     Dividing by a power of two changes only the exponent of each number, so no digit is lost
@@ -133,12 +135,19 @@ def power_of_two_rescale(x):
     rounding of the largest); afterwards no square can overflow, even for rewards of 1e300.
     ``x`` has any shape and at least one value; ``k`` is a Python int.
 
+    ``eps`` (> 0: an eps that will be added to a std in these units, ``eps / 2**k``) makes
+    ``2**k`` at least ``eps / 2**1000`` too, so that ``eps / 2**k`` stays a float: rewards
+    near 1e-320 and eps = 1e-8 would otherwise put it at 2**1050, past float64's range.
+
     >>> import numpy as np, grpo_lab as gl
     >>> gl.power_of_two_rescale(np.array([3.0, -6.0, 0.5]))       # 2**3 = 8 > 6
     (array([ 0.375 , -0.75  ,  0.0625]), 3)
     """
     x, _ = check_block_input("x", x, min_size=1)
+    eps = check_real("eps", eps, minimum=0.0)
     _, k = np.frexp(np.abs(x).max())                         # max|x| = m 2**k, 0.5 <= m < 1
+    if eps > 0:                                              # eps / 2**k <= 2**1000
+        k = max(k, np.frexp(eps)[1] - EPS_HEADROOM_BITS)
     return np.ldexp(x, -k), int(k)
 
 
@@ -247,7 +256,8 @@ def logsumexp(z):
     """
     z, _ = check_block_input("z", z, min_size=1)
     m = z.max(axis=-1, keepdims=True)                              # (..., 1)
-    return m + np.log(np.exp(z - m).sum(axis=-1, keepdims=True))   # (..., 1), exp(.) <= 1
+    with np.errstate(over="ignore"):                               # a gap past range: -inf, e^. 0
+        return m + np.log(np.exp(z - m).sum(axis=-1, keepdims=True))   # (..., 1), exp(.) <= 1
 
 
 def check_log_ratio_arguments(logp, old_logp, clamp):
@@ -302,7 +312,9 @@ def masked_mean(x, mask, axis=None):
         \bar x = \frac{\sum_t m_t\, x_t}{\sum_t m_t}
 
     Padding never enters, whatever it holds (NaN aside: pass finite padding). Every row (or
-    the whole array) needs a True entry; the callers check that with the right message.
+    the whole array) needs a True entry; the callers check that with the right message. A
+    sum past the float range (a mean of values near 1e308) is redone on ``x / 2**k``, so the
+    mean comes out right whenever it fits.
 
     >>> import numpy as np, grpo_lab as gl
     >>> x = np.array([[1.0, 3.0, 99.0], [2.0, 2.0, 2.0]])
@@ -310,4 +322,10 @@ def masked_mean(x, mask, axis=None):
     (np.float64(2.0), array([2., 2.]))
     """
     x, mask = check_block_input("x", x, mask=mask)
-    return np.where(mask, x, 0.0).sum(axis=axis) / mask.sum(axis=axis)
+    kept, n = np.where(mask, x, 0.0), mask.sum(axis=axis)         # padding -> 0, counts
+    with np.errstate(over="ignore"):
+        total = kept.sum(axis=axis)
+    if np.isfinite(total).all() or not np.isfinite(kept).all():
+        return total / n
+    small, k = power_of_two_rescale(kept)          # a sum past the float range, a mean inside
+    return scale_by_power_of_two(small.sum(axis=axis) / n, k)

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["as_counts", "as_float_array", "as_mask", "cast_result", "check_choice", "check_finite",
+__all__ = ["as_array", "as_counts", "as_float_array", "as_mask", "cast_result", "check_choice", "check_finite",
            "first_non_finite", "check_int", "check_real", "check_shape", "common_dtype", "describe", "is_float_dtype",
            "is_tensor", "same_device", "valid_lengths", "working_dtype"]
 
@@ -78,6 +78,55 @@ def working_dtype(dtype):
     return np.dtype(np.float64)
 
 
+def _row_lengths(x) -> str:
+    """The lengths of the first rows of a ragged list, for a message: ``[2, 1]``."""
+    try:
+        lengths = [len(row) if hasattr(row, "__len__") else "a number" for row in list(x)[:6]]
+    except TypeError:
+        return ""
+    return f" (row lengths {lengths}{', ...' if len(x) > 6 else ''})"
+
+
+def _tensor_as_array(name: str, x, expected: str) -> np.ndarray:
+    """A CPU tensor without grad as an array, exactly (bfloat16 as ml_dtypes' bfloat16)."""
+    torch = _torch()
+    advice = ("grpo_lab.torch has the same functions on tensors, with autograd and any device; "
+              f"for NumPy's, pass {name}.detach().cpu()")
+    if x.requires_grad or x.device.type != "cpu":
+        why = "that requires grad" if x.requires_grad else f"on {x.device}"
+        raise TypeError(f"{name}: expected {expected}, got a tensor {why} ({describe(x)}): "
+                        f"the NumPy functions would drop its gradient or device; {advice}")
+    if x.dtype == torch.bfloat16:                                 # NumPy has no bfloat16
+        import ml_dtypes
+        return x.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    try:
+        return x.numpy()
+    except (TypeError, RuntimeError):                             # float8, complex32, conj bit
+        raise TypeError(f"{name}: expected {expected}, got {describe(x)}, a dtype NumPy cannot "
+                        f"hold; pass {name}.float(), or use grpo_lab.torch") from None
+
+
+def as_array(name: str, x, expected: str = "an array") -> np.ndarray:
+    """``np.asarray(x)`` for the argument ``name``, or an error that names it.
+
+    A ragged list (rows of different lengths) is a ``ValueError``, not NumPy's "inhomogeneous
+    shape". A torch tensor on the CPU without grad is read exactly, as NumPy would (bfloat16
+    included, as ml_dtypes' bfloat16); one that requires grad or lives on another device is a
+    ``TypeError``: converting it would silently drop the gradient or copy it off the device.
+    ``expected`` completes "expected ..." in the messages.
+    """
+    if is_tensor(x):
+        return _tensor_as_array(name, x, expected)
+    try:
+        return np.asarray(x)
+    except ValueError:                                            # NumPy: inhomogeneous shape
+        raise ValueError(f"{name}: expected {expected} whose rows all have one length, got a "
+                         f"ragged {type(x).__name__}{_row_lengths(x)}; pad the rows and pass a mask"
+                         ) from None
+    except TypeError as err:                                      # e.g. a broken __array__
+        raise TypeError(f"{name}: expected {expected}, got {describe(x)} ({err})") from None
+
+
 def _result_dtype(name: str, x, shape_doc: str):
     """Floats keep their dtype; ints and bools give float64; anything else is a TypeError."""
     if is_tensor(x):
@@ -109,7 +158,7 @@ def as_float_array(name: str, x, *, ndim: int | None = None, shape_doc: str = ""
                         f"tensors; the NumPy functions are gl.*), got {describe(x)}")
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected a numeric array{shape_doc}, got {describe(x)}")
-    arr = x if backend == "torch" else np.asarray(x)
+    arr = x if backend == "torch" else as_array(name, x, f"a numeric array{shape_doc}")
     result_dtype = _result_dtype(name, arr, shape_doc)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D {kind}{shape_doc}, got {describe(arr)}")
@@ -238,9 +287,10 @@ def same_device(first: str, x, **others) -> None:
                              f"got {describe(y)}")
 
 
-def as_mask(name: str, x, shape: tuple, shape_doc: str = "", *, backend: str = "numpy",
+def as_mask(name: str, x, shape: tuple | None, shape_doc: str = "", *, backend: str = "numpy",
             dtype=None):
-    """Validate a token mask of exactly ``shape``; return it as bools (NumPy: a new array).
+    """Validate a token mask of exactly ``shape`` (of any shape for None); return it as bools
+    (NumPy: a new array).
 
     Accepted: bools, or ints / floats whose every value is 0 or 1 (a float mask of 0.5 is a
     weighting, not a mask, and is refused rather than rounded). With ``backend="torch"`` the
@@ -251,10 +301,11 @@ def as_mask(name: str, x, shape: tuple, shape_doc: str = "", *, backend: str = "
     if isinstance(x, (str, bytes)) or x is None or (tensor and not is_tensor(x)):
         kind = "torch.Tensor mask" if tensor else "mask"
         raise TypeError(f"{name}: expected a {kind} of 0/1 or bools{shape_doc}, got {describe(x)}")
-    arr = x if tensor else np.asarray(x)
+    arr = x if tensor else as_array(name, x, f"a mask of 0/1 or bools{shape_doc}")
     if arr.is_complex() if tensor else not (arr.dtype.kind in "biuf" or is_float_dtype(arr.dtype)):
         raise TypeError(f"{name}: expected a mask of 0/1 or bools{shape_doc}, got dtype {arr.dtype}")
-    check_shape(name, arr, shape, shape_doc)
+    if shape is not None:
+        check_shape(name, arr, shape, shape_doc)
     values = arr if tensor or arr.dtype == bool else arr.astype(np.float64)
     bad = None if str(arr.dtype) in ("bool", "torch.bool") else (values != 0) & (values != 1)
     if bad is not None and bool(bad.any()):
@@ -284,7 +335,7 @@ def as_counts(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
     array. Floats are refused even when whole (3.0): such a count was averaged on the way."""
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected an integer array of counts{shape_doc}, got {describe(x)}")
-    arr = np.asarray(x)
+    arr = as_array(name, x, f"an integer array of counts{shape_doc}")
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{name}: expected integer counts{shape_doc}, got dtype {arr.dtype}")
     check_shape(name, arr, shape, shape_doc)
@@ -298,7 +349,9 @@ def cast_result(names: str, what: str, x, dtype):
     """Cast a result worked out in a wider dtype back to the inputs' ``dtype``, refusing inf.
 
     A float16 result above 65504 would silently become inf; this raises a ``ValueError``
-    that names the inputs (``names``) and the result (``what``) instead. Arrays or tensors.
+    that names the inputs (``names``) and the result (``what``) instead, and says which wider
+    dtype would hold it (none past float64: the inputs' spread is then beyond any float's
+    range, which only a bug produces). Arrays or tensors.
     """
     if is_tensor(x):
         out = x.to(dtype)
@@ -308,6 +361,9 @@ def cast_result(names: str, what: str, x, dtype):
             out = np.asarray(x).astype(dtype)
     if not _all_finite(out):
         largest = float(abs(x).max())
+        size = dtype.itemsize                          # np.dtype and torch.dtype alike
+        advice = ("no float is wider: values this far apart come from a bug upstream" if size >= 8
+                  else f"pass them in a wider dtype such as {'float64' if size == 4 else 'float32'}")
         raise ValueError(f"{names}: the {what} do not fit in {dtype} (largest magnitude "
-                         f"{largest:.4g}); pass them in a wider dtype such as float32")
+                         f"{largest:.4g}); {advice}")
     return out

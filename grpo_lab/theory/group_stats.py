@@ -43,7 +43,7 @@ def sample_rewards(n_groups, G, *, kind="pass/fail", pass_rate=0.5, spread=1.0, 
     """
     n_groups, G, kind, pass_rate, spread, _ = check_group_sampling_arguments(
         G, kind, pass_rate, spread, n_groups=n_groups)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
     if kind == "pass/fail":
         return spread * (rng.random((n_groups, G)) < pass_rate).astype(np.float64)
     return rng.normal(0.0, spread, size=(n_groups, G))
@@ -79,6 +79,7 @@ def group_noise(G, *, kind="pass/fail", pass_rate=0.5, spread=1.0, ddof=0,
     """
     n_groups, G, kind, pass_rate, spread, ddof = check_group_sampling_arguments(
         G, kind, pass_rate, spread, n_groups=n_groups, ddof=ddof)
+    seed = check_int("seed", seed, minimum=0)
     r = sample_rewards(n_groups, G, kind=kind, pass_rate=pass_rate, spread=spread, seed=seed)
     sigma = true_reward_std(kind=kind, pass_rate=pass_rate, spread=spread)
     std = r.std(axis=1, ddof=ddof)                      # (n_groups,)

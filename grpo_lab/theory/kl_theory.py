@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.kl import kl_k3
-from grpo_lab.numerics.logprobs import log_softmax   # gl.log_softmax (not re-exported)
+from grpo_lab.numerics.logprobs import log_softmax, shift_by_max   # gl.log_softmax
+from grpo_lab.numerics.stable import logsumexp
 from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real
 
 __all__ = ["DIRECTIONS", "check_estimator_grad_table_arguments", "check_gaussian_mu",
@@ -75,6 +76,7 @@ def gaussian_log_probs(mu, n, seed=0):
     array([ 0.3743,  0.6321, -0.1404])
     """
     mu, n = check_gaussian_mu(mu), check_int("n", n, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
     x = np.random.default_rng(seed).standard_normal(n)      # (n,) sampled from pi_theta
     return -0.5 * x ** 2, -0.5 * (x - mu) ** 2               # (n,), (n,)
 
@@ -105,6 +107,13 @@ def check_logits_pair(logits, ref_logits, *, names=("logits", "ref_logits"), dir
     if a.size < 2:
         raise ValueError(f"{names[0]}: expected V >= 2 tokens, got shape {a.shape}")
     out = [a.astype(np.float64), b.astype(np.float64)]
+    for name, x in zip(names, out):              # a softmax needs max - min to be a float
+        with np.errstate(over="ignore"):
+            spread = x.max() - x.min()
+        if not np.isfinite(spread):
+            raise ValueError(f"{name}: expected values less than {np.finfo(np.float64).max:.4g} "
+                             f"apart (max - min must be a float64), got max {x.max():.4g} and "
+                             f"min {x.min():.4g}")
     if direction is not None:
         out.append(check_choice("direction", direction, DIRECTIONS))
     if beta is not None:
@@ -217,17 +226,24 @@ def kl_regularised_policy(rewards, ref_logits, beta, *, direction="reverse"):
     """
     r, ref, direction, beta = check_logits_pair(rewards, ref_logits, names=("rewards", "ref_logits"),
                                                 direction=direction, beta=beta)
-    ref_p = np.exp(log_softmax(ref))                        # (V,)
-    if direction == "reverse":
-        return np.exp(log_softmax(ref + r / beta))          # pi_ref e^{r/beta}, normalised
-    # sum_x beta ref_p / (lam - r) falls from +inf (lam -> max r) to 0 (lam -> inf): bisect.
-    r_max = r.max()
-    lo, hi = r_max, r_max + beta                            # at lam = max r + beta, sum <= 1
+    ref_logp = log_softmax(ref)                             # (V,) log pi_ref
+    gap = r.max() - r                                       # (V,) >= 0, a float (checked)
+    if direction == "reverse":                              # log pi_ref + r / beta, shifted
+        with np.errstate(over="ignore"):                    # gap / beta past range: -inf, p 0
+            tilt = shift_by_max(ref_logp - gap / beta)      # (V,) <= 0
+        return np.exp(tilt - logsumexp(tilt))               # pi_ref e^{r/beta}, normalised
+    # pi = beta pi_ref / (t + gap), t = lam - max r. The best tokens alone sum to 1 at
+    # t = beta * (their pi_ref mass), and every term is <= pi_ref at t = beta: bisect log t
+    # between the two, in logs, so that neither a tiny beta nor a tiny pi_ref rounds to 0.
+    with np.errstate(divide="ignore"):
+        log_gap = np.log(gap)                               # (V,) -inf for the best tokens
+    log_beta = np.log(beta)
+    lo, hi = log_beta + float(logsumexp(ref_logp[gap == 0])[0]), log_beta
     for _ in range(200):
-        lam = 0.5 * (lo + hi)
-        if lam == lo or lam == hi:
+        mid = 0.5 * (lo + hi)
+        if mid == lo or mid == hi:
             break
-        total = np.sum(beta * ref_p / (lam - r))
-        lo, hi = (lam, hi) if total > 1 else (lo, lam)
-    pi = beta * ref_p / (hi - r)
+        total = np.exp(log_beta + ref_logp - np.logaddexp(mid, log_gap)).sum()
+        lo, hi = (mid, hi) if total > 1 else (lo, mid)
+    pi = np.exp(log_beta + ref_logp - np.logaddexp(hi, log_gap))   # (V,)
     return pi / pi.sum()

@@ -12,7 +12,8 @@ work in float32 too: the shift by each row's first reward gives an all-equal gro
 and the power-of-two rescale keeps every square a normal float32 number. The one thing float32
 gives up against the reference's float64: in a group whose spread is below 2**-105 (2e-32) of
 the batch's largest reward, the squares underflow, and with eps smaller than that spread its
-advantages come out 0 where the reference gives about +-1.
+advantages come out 0 where the reference gives about +-1; and an advantage below float32's
+smallest normal number (1.2e-38: rewards 1e33 with eps = 1e76) may come out 0.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def check_group_advantages_arguments(rewards, eps, scale, ddof, baseline):
     return (arr, out_dtype) + check_options(tuple(arr.shape), eps, scale, ddof, baseline)
 
 
-def power_of_two_rescale(x, work):
+def power_of_two_rescale(x, work, *, eps=0.0):
     r"""``(x * 2**s, 2**s)`` in the dtype ``work``: exact, and far from both ends of its range.
 
     :func:`grpo_lab.power_of_two_rescale` on a tensor, with one change for float32: the
@@ -46,6 +47,8 @@ def power_of_two_rescale(x, work):
     above 2**-105 of the batch's largest reward. The factor is a 0-d tensor (a multiply, not
     ``torch.ldexp``, whose backward in torch 2.13 does not scale the gradient); one pass finds
     the largest magnitude, one writes the scaled copy (a new tensor, which the caller owns).
+    With ``eps`` (> 0, a Python float added to the std in these units) the scale is also
+    small enough that ``eps * 2**s`` stays below 2**(e - 24), as in the reference.
 
     >>> import torch, grpo_lab.torch as glt
     >>> x, up = glt.power_of_two_rescale(torch.tensor([3.0, -6.0, 0.5]), torch.float32)
@@ -55,7 +58,8 @@ def power_of_two_rescale(x, work):
     e = math.frexp(torch.finfo(work).max)[1]                        # 128 in float32
     lo, hi = torch.aminmax(x.detach())
     _, k = torch.frexp(torch.maximum(-lo, hi).to(work))           # max|x| = m 2**k, m in [.5, 1)
-    up = torch.exp2((e // 3 - k).clamp(max=e - 28).to(work))       # 2**s, finite, exact
+    s_max = min(e - 28, e - 24 - math.frexp(eps)[1])                # 2**s and eps 2**s finite
+    up = torch.exp2((e // 3 - k).clamp(max=s_max).to(work))        # 2**s, finite, exact
     return x.to(work) * up, up                                     # (B, G), a new tensor
 
 
@@ -93,14 +97,16 @@ def std_from_deviations(dev, ddof=0):
 def divide_or_zero(num, den):
     r"""``num / den`` where ``den > 0`` and 0 where ``den`` is 0 (no spread, no signal), for a
     ``den`` of shape (..., 1) that broadcasts over ``num``: one multiply by its reciprocal.
+    A ``den`` below the smallest normal float (a zero std plus eps's tiny share, whose
+    reciprocal would be inf, and inf times 0 NaN) counts as 0.
 
     >>> import torch, grpo_lab.torch as glt
     >>> glt.divide_or_zero(torch.tensor([[1.0, -1.0], [0.0, 0.0]]), torch.tensor([[0.5], [0.0]]))
     tensor([[ 2., -2.],
             [ 0.,  0.]])
     """
-    positive = den > 0
-    inverse = torch.where(positive, 1.0 / torch.where(positive, den, 1.0), 0.0)   # (..., 1)
+    positive = den >= torch.finfo(den.dtype).tiny      # 1 / den finite; below, std is 0 and
+    inverse = torch.where(positive, 1.0 / torch.where(positive, den, 1.0), 0.0)   # so is num
     return num * inverse                                           # (B, G)
 
 
@@ -132,7 +138,8 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     B, G = arr.shape
     work = working_dtype(out_dtype)
 
-    x, up = power_of_two_rescale(arr, work)                        # (B, G) r * 2**s, owned
+    used = 0.0 if scale == "none" else eps                         # eps only joins a std
+    x, up = power_of_two_rescale(arr, work, eps=used)              # (B, G) r * 2**s, owned
     if scale == "batch":                                           # the std of all B*G rewards
         std = std_from_deviations(centred_deviations_(x.reshape(1, B * G).clone()), ddof)
     dev = centred_deviations_(x)                                   # (B, G) r - group mean
@@ -142,5 +149,7 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     if scale == "none":
         factor = c / up                                            # back to reward units
     else:
-        factor = divide_or_zero(c, std + eps * up)                 # eps scaled like rewards
+        m, e_eps = math.frexp(eps)                                 # eps = m 2**e_eps: add the
+        eps_up = m * torch.exp2(torch.log2(up) + e_eps)            # exponents, no inf on the way
+        factor = divide_or_zero(c, std + eps_up)                   # eps scaled like rewards
     return cast_result("rewards", "advantages", dev * factor, out_dtype)
