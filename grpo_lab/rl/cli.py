@@ -2,9 +2,15 @@
 
 Every field of :class:`~grpo_lab.rl.train_config.TrainConfig` is an option (``--group-size
 8``); the run (:func:`grpo_lab.rl.train.train`) writes ``history.csv``, ``summary.json`` and
-``curves.png`` (:func:`grpo_lab.book.ch06.training_curves_figure`) to ``--out``. A bad option
-exits with status 2 and a message that names it; Ctrl-C stops after the current step, still
-writes the three files and exits with status 130.
+``curves.png`` (:func:`grpo_lab.book.ch06.training_curves_figure`) to ``--out``.
+
+* Every option, ``--out`` included, is checked before any work: a bad one exits with status 2
+  and argparse's ``error: argument --held-out: expected ...``, naming the flag.
+* From the moment the output folder exists, ``summary.json`` exists and is valid JSON. It says
+  ``"interrupted": true`` until the run has finished, so Ctrl-C at any moment (start-up,
+  warm-up, a GRPO step, writing the files) leaves a summary marked interrupted, and the
+  command exits with status 130. Every file is written whole or not at all.
+* The summary and the last lines printed give the wall time and the held-out accuracy.
 
 This is the one place where the loop meets the book's figure, which is why it is a module of
 its own: :mod:`grpo_lab.rl.train` itself never imports ``grpo_lab.book``.
@@ -13,15 +19,21 @@ its own: :mod:`grpo_lab.rl.train` itself never imports ``grpo_lab.book``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 from grpo_lab.rl import train as loop
 from grpo_lab.rl.train_config import TrainConfig
 
 __all__ = ["main"]
+
+EXIT_INTERRUPTED = 130          # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
 def _bool(text: str) -> bool:
@@ -40,22 +52,101 @@ _ARG_TYPES = {"int": int, "float": float, "str": str, "bool": _bool,
               "float | None": _optional_float}
 
 
+def _flag(field: str) -> str:
+    return f"--{field.replace('_', '-')}"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m grpo_lab.train",
         usage="python -m grpo_lab.train [--OPTION VALUE ...] [--out DIR] [--quiet]",
         description="Train GRPO Lab's tiny policy on addition with GRPO (chapter 6). Writes "
-                    "history.csv, summary.json and curves.png to --out. Ctrl-C stops after the "
-                    "current step and still writes them.")
+                    "history.csv, summary.json and curves.png to --out. Ctrl-C stops the run, "
+                    "marks summary.json interrupted, still writes what it has, and exits 130.")
     defaults = TrainConfig()
     for f in dataclasses.fields(TrainConfig):
         default = getattr(defaults, f.name)
-        p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=_ARG_TYPES[f.type],
+        p.add_argument(_flag(f.name), dest=f.name, type=_ARG_TYPES[f.type],
                        default=default, metavar=f.type.split(" ")[0].upper(),
                        help=f"default: {default}")
     p.add_argument("--out", default="runs/grpo", help="output folder (default: runs/grpo)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _check_config(parser, args: dict) -> TrainConfig:
+    """The config, validated; a bad field exits 2 naming its flag, as argparse does."""
+    config = TrainConfig(**args)
+    try:
+        config.validate()
+    except (TypeError, ValueError) as exc:
+        field, _, message = str(exc).partition(": ")
+        if field in args:
+            parser.error(f"argument {_flag(field)}: {message}")
+        parser.error(str(exc))
+    return config
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred():
+    """Hold SIGINT while a file is written; a Ctrl-C meanwhile is raised right after."""
+    blocked = hasattr(signal, "pthread_sigmask")
+    if blocked:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _write_json(path: Path, info: dict) -> None:
+    """Write whole or not at all: a temporary file, then an atomic rename."""
+    partial = path.with_name(path.name + ".partial")
+    with _ctrl_c_deferred():
+        partial.write_text(json.dumps(info, indent=2))
+        os.replace(partial, path)
+
+
+def _summary(config, run, seconds: float) -> dict:
+    """summary.json: a finished run's numbers, or what an interrupted one got to."""
+    if run is None or not hasattr(run, "final"):       # stopped before GRPO could start
+        start = getattr(run, "start", None) or {}
+        return {"start_held_out_accuracy": start.get("accuracy"),
+                "start_held_out_format": start.get("format"),
+                "final_held_out_accuracy": None, "final_held_out_format": None,
+                "steps_done": 0, "interrupted": True, "seconds": round(seconds, 1),
+                "config": dataclasses.asdict(config)}
+    return loop.summary(run)
+
+
+def _prepare_out(parser, out: Path, config: TrainConfig) -> None:
+    """Create ``--out`` and its first summary.json (marked interrupted), or exit 2 naming it."""
+    if out.exists() and not out.is_dir():
+        parser.error(f"argument --out: expected a folder, got {str(out)!r}, an existing file")
+    try:
+        with _ctrl_c_deferred():                   # the folder never exists without a summary
+            out.mkdir(parents=True, exist_ok=True)
+            _write_json(out / "summary.json", _summary(config, None, 0.0))
+    except OSError as exc:
+        parser.error(f"argument --out: cannot write to {str(out)!r}: "
+                     f"{exc.strerror or exc}")
+
+
+def _draw(run, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from grpo_lab.book.ch06 import training_curves_figure
+
+    fig = training_curves_figure(run.history)
+    partial = out / "curves.partial.png"
+    fig.savefig(partial, dpi=120)
+    plt.close(fig)
+    with _ctrl_c_deferred():
+        os.replace(partial, out / "curves.png")
 
 
 def main(argv=None) -> int:
@@ -66,37 +157,34 @@ def main(argv=None) -> int:
     parser = _parser()
     args = vars(parser.parse_args(argv))
     out, quiet = Path(args.pop("out")), args.pop("quiet")
-    config = TrainConfig(**args)
+    config = _check_config(parser, args)
+    began, run, info = time.perf_counter(), None, None
     try:
-        config.validate()
-    except (TypeError, ValueError) as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")        # status 2, as argparse does
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"GRPO Lab: training on {config.device} with {config.threads} thread(s); "
-          f"log in {out}/", file=sys.stderr)
-    run = loop.train(config, progress=not quiet, log_path=out / "history.csv")
-    loop.write_csv(run.history, out / "history.csv")
-    info = loop.summary(run)
-    (out / "summary.json").write_text(json.dumps(info, indent=2))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from grpo_lab.book.ch06 import training_curves_figure
-
-    fig = training_curves_figure(run.history)
-    fig.savefig(out / "curves.png", dpi=120)
-    plt.close(fig)
-    state = "interrupted (Ctrl-C) after" if run.interrupted else "finished"
-    print(f"\n{state} {info['steps_done']} GRPO steps in {info['seconds']} s\n"
-          f"  held-out accuracy: {info['start_held_out_accuracy']:.1%} after the format warm-up"
-          f" -> {info['final_held_out_accuracy']:.1%}\n"
-          f"  held-out format:   {info['start_held_out_format']:.1%} -> "
-          f"{info['final_held_out_format']:.1%}\n"
-          f"  wrote {out / 'history.csv'}, {out / 'summary.json'}, {out / 'curves.png'}")
-    return 130 if run.interrupted else 0
-
+        _prepare_out(parser, out, config)       # a Ctrl-C held while it runs comes out here
+        print(f"GRPO Lab: training on {config.device} with {config.threads} thread(s); "
+              f"log in {out}/", file=sys.stderr)
+        try:
+            run = loop.train(config, progress=not quiet, log_path=out / "history.csv")
+        except loop.TrainingInterrupted as stop:   # Ctrl-C during a GRPO step: keep the run
+            run = stop.run
+        loop.write_csv(run.history, out / "history.csv")
+        info = _summary(config, run, time.perf_counter() - began)
+        _write_json(out / "summary.json", info)
+        state = "interrupted (Ctrl-C) after" if run.interrupted else "finished"
+        print(f"\n{state} {info['steps_done']} GRPO steps; wall time {info['seconds']} s\n"
+              f"  held-out accuracy: {info['start_held_out_accuracy']:.1%} after the format "
+              f"warm-up -> {info['final_held_out_accuracy']:.1%}\n"
+              f"  held-out format:   {info['start_held_out_format']:.1%} -> "
+              f"{info['final_held_out_format']:.1%}", flush=True)
+        _draw(run, out)
+        print(f"  wrote {out / 'history.csv'}, {out / 'summary.json'}, {out / 'curves.png'}")
+    except KeyboardInterrupt:          # start-up, warm-up, or while the files were written
+        if info is not None and not info["interrupted"]:
+            _write_json(out / "summary.json", {**info, "interrupted": True})
+        print(f"\ninterrupted (Ctrl-C); {out / 'summary.json'} is marked interrupted",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_INTERRUPTED if run.interrupted else 0
 
 if __name__ == "__main__":
     sys.exit(main())

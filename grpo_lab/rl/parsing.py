@@ -32,7 +32,12 @@ __all__ = ["ANSWER", "ASCII_DIGITS", "MAX_CHARS", "MAX_NUMBER_CHARS", "TAGS", "T
 THINK = ("<think>", "</think>")
 ANSWER = ("<answer>", "</answer>")
 TAGS = THINK + ANSWER
-MAX_CHARS = 16_384          # a longer completion scores 0 without being read
+#: A safety bound on the work per call, not a length rule: a longer completion scores 0
+#: without being read. 2**20 characters is about 260k tokens at 4 characters a token, far
+#: above any generation limit in the book (DAPO's L_max = 20480 tokens is about 80k
+#: characters). Set ``max_chars`` above your own limit in characters; length is shaped by
+#: ``overlong_penalty``, never by this cliff (chapter 5 shows the cliff a small bound makes).
+MAX_CHARS = 1 << 20
 MAX_NUMBER_CHARS = 64       # "-" + 63 digits and a point: far beyond any task here
 ASCII_DIGITS = frozenset("0123456789")   # the only digits a number may have
 
@@ -103,11 +108,18 @@ def parse_number(text: str) -> Fraction | None:
 def reference_number(answer) -> Fraction:
     """The caller's reference answer (an int, a finite float or a numeric str) as a Fraction.
 
-    The reference comes from the task, not from the policy, so a bad one raises:
+    A float is read as the shortest decimal that round-trips in its own precision (its
+    ``repr``; for NumPy floats, ``np.format_float_positional(unique=True)``), because that is
+    the number its author typed: ``0.1``, ``2.675`` and ``np.float32(0.1)`` all mean the
+    decimals written, so ``"<answer>0.1</answer>"`` matches them exactly. The reference comes
+    from the task, not from the policy, so a bad one raises:
 
     >>> import grpo_lab as gl
     >>> gl.rewards.reference_number(" -1.5 "), gl.rewards.reference_number(12)
     (Fraction(-3, 2), Fraction(12, 1))
+    >>> import numpy as np
+    >>> gl.rewards.reference_number(0.1), gl.rewards.reference_number(np.float32(0.1))
+    (Fraction(1, 10), Fraction(1, 10))
     """
     if isinstance(answer, (bool, np.bool_)):
         raise TypeError(f"answer: expected a number or a numeric str, got {describe(answer)}")
@@ -116,7 +128,10 @@ def reference_number(answer) -> Fraction:
     if isinstance(answer, (float, np.floating)):
         if not np.isfinite(answer):
             raise ValueError(f"answer: expected a finite number, got {answer}")
-        return Fraction(float(answer))
+        # The shortest decimal that rounds back to this float in its own precision: 0.1 is
+        # the decimal 0.1 a task author meant, not the binary 0.1000000000000000055...; the
+        # same for float32 0.1 (whose float64 value is 0.10000000149...).
+        return Fraction(np.format_float_positional(answer, unique=True, trim="-"))
     if isinstance(answer, str):
         number = parse_number(answer.strip())
         if number is None:

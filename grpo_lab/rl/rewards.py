@@ -23,7 +23,7 @@ format_reward          1.0 for ``<think>...</think><answer>...</answer>`` and no
 contains_reward        a deliberately weak verifier (answer appears anywhere): chapter 5's hack
 overlong_penalty       DAPO's soft overlong punishment, 0 down to -1 over the last cache_len
 weighted_sum           sum_k w_k r_k over K reward functions
-normalise_then_sum     sum_k w_k A_k, each reward first turned into group advantages
+normalise_then_sum     sum_k w_k A_k of group advantages, then batch-normalised (TRL)
 =====================  =====================================================================
 """
 
@@ -43,7 +43,8 @@ __all__ = ["THINK", "ANSWER", "TAGS", "MAX_CHARS", "MAX_NUMBER_CHARS", "COMPARES
            "extract_answer", "parse_number", "reference_number", "accuracy_reward",
            "check_accuracy_arguments", "format_reward", "contains_reward",
            "check_contains_arguments", "overlong_penalty", "check_overlong_arguments",
-           "weighted_sum", "normalise_then_sum", "check_reward_components"]
+           "weighted_sum", "normalise_then_sum", "check_reward_components",
+           "check_normalise_then_sum_arguments"]
 
 COMPARES = ("numeric", "exact")
 
@@ -86,8 +87,11 @@ def accuracy_reward(completion: str, answer, *, compare: str = "numeric",
     return     float    1.0 or 0.0
     =========  =======  ===========================================================
 
-    No answer tag, two answer tags, an over-long completion or an answer that is not an ASCII
-    decimal (under "numeric") all give 0.0.
+    No answer tag, two answer tags or an answer that is not an ASCII decimal (under
+    "numeric") give 0.0; so does a completion longer than ``max_chars`` (``MAX_CHARS`` =
+    2**20 characters: a bound on the work per call, far above any generation limit, not a
+    length rule; a smaller bound is a silent length cliff). A float reference means the
+    decimal it is written as: ``0.1`` and ``np.float32(0.1)`` both match ``"0.1"``.
 
     >>> import grpo_lab as gl
     >>> gl.accuracy_reward("<think>7+5 is 12</think><answer>12</answer>", 12)
@@ -242,21 +246,56 @@ def weighted_sum(rewards, weights) -> np.ndarray:
     return np.tensordot(w, r, axes=1)                  # (K,) . (K, B, G) -> (B, G)
 
 
-def normalise_then_sum(rewards, weights, *, eps: float = 1e-8) -> np.ndarray:
-    r"""Group-normalise each reward first, then sum: :math:`\sum_k w_k A^{(k)}`, (K, B, G) -> (B, G).
+def check_normalise_then_sum_arguments(rewards, weights, batch):
+    """:func:`check_reward_components`, and ``batch`` a bool; returns ``(r, w, batch)``
+    (``eps`` and ``ddof`` are checked by ``group_advantages``, which receives them)."""
+    r, w = check_reward_components(rewards, weights)
+    if not isinstance(batch, (bool, np.bool_)):
+        raise TypeError(f"batch: expected True or False, got {describe(batch)}")
+    return r, w, bool(batch)
 
-    Each :math:`A^{(k)}` is ``group_advantages`` of reward k alone, so every reward speaks on
-    the same scale (one group std) and the weights mean what they say; a reward that is
-    constant within a group contributes exactly 0 there. The result is already an advantage:
-    feed it to the loss, not to ``group_advantages`` again (that would rescale it once more).
-    GDPO (S.-Y. Liu et al. 2026, arXiv:2601.05242) argues for this decoupled normalisation
-    with several rewards (and follows it with one batch-wide normalisation, left out here).
+
+def normalise_then_sum(rewards, weights, *, eps: float = 1e-8, ddof: int = 0,
+                       batch: bool = True) -> np.ndarray:
+    r"""Group-normalise each reward, sum with weights, then normalise over the whole batch.
+
+    TRL's ``multi_objective_aggregation="normalize_then_sum"`` (GDPO's decoupled
+    normalisation), in three steps, (K, B, G) -> (B, G):
+
+    .. math::
+
+        A^{(k)} = \operatorname{norm}_{\text{group}}\bigl(r^{(k)}\bigr), \qquad
+        s = \sum_k w_k A^{(k)}, \qquad
+        A = \frac{s - \operatorname{mean}_{B G}(s)}{\operatorname{std}_{B G}(s) + \varepsilon}
+
+    =========  ==========  =========================================================
+    Symbol     Shape       Meaning
+    =========  ==========  =========================================================
+    rewards    (K, B, G)   K reward functions, each scored on B groups of G
+    weights    (K,)        w_k; only their ratios matter once ``batch`` rescales
+    eps        scalar      added to every std (TRL: 1e-4)
+    ddof       int         0: population std (the book's); 1: Bessel's, as TRL's nanstd
+    batch      bool        False stops after the weighted sum (GDPO's first two steps)
+    return     (B, G)      advantages: feed them to the loss, not to group_advantages
+    =========  ==========  =========================================================
+
+    Each reward first speaks in units of its own group spread, so the weights mean what they
+    say and a reward that is constant within a group adds exactly 0 there; the last step puts
+    the sum on unit scale across all B*G completions, whatever K and the weights. TRL
+    (``trl/trainer/grpo_trainer.py``, the ``normalize_then_sum`` branch, lines 2710-2720 at
+    commit f2cd577) is ``normalise_then_sum(rewards, weights, eps=1e-4, ddof=1)``.
 
     >>> import grpo_lab as gl
     >>> acc = [[1, 0, 0, 1]]; fmt = [[1, 1, 0, 1]]
-    >>> gl.normalise_then_sum([acc, fmt], [1.0, 0.5]).round(3)
+    >>> gl.normalise_then_sum([acc, fmt], [1.0, 0.5], batch=False).round(3)
     array([[ 1.289, -0.711, -1.866,  1.289]])
+    >>> gl.normalise_then_sum([acc, fmt], [1.0, 0.5]).round(3)
+    array([[ 0.953, -0.526, -1.38 ,  0.953]])
     """
-    r, w = check_reward_components(rewards, weights)              # (K, B, G), (K,)
-    adv = np.stack([group_advantages(r_k, eps) for r_k in r])    # (K, B, G); it checks eps
-    return np.tensordot(w, adv, axes=1)                           # (K,) . (K, B, G) -> (B, G)
+    r, w, batch = check_normalise_then_sum_arguments(rewards, weights, batch)  # (K, B, G), (K,)
+    adv = np.stack([group_advantages(r_k, eps, ddof=ddof) for r_k in r])   # (K, B, G)
+    summed = np.tensordot(w, adv, axes=1)                             # (K,).(K, B, G) -> (B, G)
+    if not batch:
+        return summed
+    flat = summed.reshape(1, -1)                                      # one "group" of B*G
+    return group_advantages(flat, eps, ddof=ddof).reshape(summed.shape)   # (B, G)

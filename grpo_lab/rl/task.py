@@ -13,7 +13,26 @@ import numpy as np
 
 from grpo_lab.numerics.validate import check_int, check_real
 
-__all__ = ["AdditionTask"]
+__all__ = ["AdditionTask", "check_task_arguments"]
+
+
+def check_task_arguments(n_terms, max_term, held_out, seed):
+    """Validate :class:`AdditionTask`'s arguments without building it (the CLI checks its
+    flags with this). Returns ``(n_terms, max_term, n_held, seed)``; ``n_held`` is how many
+    of the ``(max_term + 1) ** n_terms`` prompts are held out."""
+    n_terms = check_int("n_terms", n_terms, minimum=2, maximum=6)
+    max_term = check_int("max_term", max_term, minimum=1, maximum=9,
+                         why=" (terms are single digits)")
+    held_out = check_real("held_out", held_out, minimum=0.0, allow_equal=False)
+    if held_out >= 1:
+        raise ValueError(f"held_out: expected a fraction in (0, 1), got {held_out}")
+    total = (max_term + 1) ** n_terms
+    n_held = max(1, int(round(held_out * total)))
+    if n_held >= total:
+        raise ValueError(f"held_out: expected a fraction that leaves training prompts, got "
+                         f"{held_out}: it holds out all {total} prompts of n_terms = "
+                         f"{n_terms}, max_term = {max_term}")
+    return n_terms, max_term, n_held, check_int("seed", seed, minimum=0)
 
 
 class AdditionTask:
@@ -38,15 +57,10 @@ class AdditionTask:
 
     def __init__(self, *, n_terms: int = 4, max_term: int = 4, held_out: float = 0.2,
                  seed: int = 0):
-        self.n_terms = check_int("n_terms", n_terms, minimum=2, maximum=6)
-        self.max_term = check_int("max_term", max_term, minimum=1, maximum=9,
-                                  why=" (terms are single digits)")
-        held_out = check_real("held_out", held_out, minimum=0.0, allow_equal=False)
-        if held_out >= 1:
-            raise ValueError(f"held_out: expected a fraction in (0, 1), got {held_out}")
+        self.n_terms, self.max_term, n_held, seed = check_task_arguments(n_terms, max_term,
+                                                                         held_out, seed)
         terms = list(itertools.product(range(self.max_term + 1), repeat=self.n_terms))
-        order = np.random.default_rng(check_int("seed", seed, minimum=0)).permutation(len(terms))
-        n_held = max(1, int(round(held_out * len(terms))))
+        order = np.random.default_rng(seed).permutation(len(terms))
         self.held_out = [terms[i] for i in order[:n_held]]
         self.train = [terms[i] for i in order[n_held:]]
         self.max_answer = self.n_terms * self.max_term

@@ -24,7 +24,8 @@ from torch.nn import functional as F
 from grpo_lab.numerics.validate import check_int, check_real, describe
 from grpo_lab.rl.rewards import ANSWER, THINK
 
-__all__ = ["VOCAB", "PAD", "EOS", "MAX_NUMBER_TOKEN", "Tokenizer", "TinyGPT", "sample", "completion_logp"]
+__all__ = ["VOCAB", "PAD", "EOS", "MAX_NUMBER_TOKEN", "FORMAT_TOKENS", "Tokenizer", "TinyGPT",
+           "check_policy_arguments", "sample", "completion_logp"]
 
 #: Numbers up to 99 are single tokens (GPT-4's tokenizer, cl100k, groups up to 3 digits), and
 #: so are the tags, as special tokens are in an LLM's tokenizer.
@@ -32,6 +33,8 @@ MAX_NUMBER_TOKEN = 99
 VOCAB = ("<pad>", "<eos>", "+", "=", *THINK, *ANSWER,
          *(str(n) for n in range(MAX_NUMBER_TOKEN + 1)))
 PAD, EOS = 0, 1
+#: The shortest well-formed completion, ``<think></think><answer>N</answer>`` and EOS.
+FORMAT_TOKENS = 6
 
 
 class Tokenizer:
@@ -85,6 +88,16 @@ class Tokenizer:
         return "".join(out)
 
 
+def check_policy_arguments(d_model, n_layer, n_head, max_len):
+    """Validate :class:`TinyGPT`'s sizes; returns ``(d_model, n_layer, n_head, max_len)``."""
+    d_model = check_int("d_model", d_model, minimum=1)
+    n_layer = check_int("n_layer", n_layer, minimum=1)
+    n_head = check_int("n_head", n_head, minimum=1)
+    if d_model % n_head:
+        raise ValueError(f"n_head: expected a divisor of d_model = {d_model}, got {n_head}")
+    return d_model, n_layer, n_head, check_int("max_len", max_len, minimum=2)
+
+
 class _Block(nn.Module):
     """Pre-norm transformer block: causal self-attention, then an MLP, each with a residual."""
 
@@ -119,15 +132,11 @@ class TinyGPT(nn.Module):
     def __init__(self, *, d_model: int = 64, n_layer: int = 2, n_head: int = 4,
                  max_len: int = 32, positions: bool = True):
         super().__init__()
-        d_model = check_int("d_model", d_model, minimum=1)
-        n_head = check_int("n_head", n_head, minimum=1)
-        if d_model % n_head:
-            raise ValueError(f"n_head: expected a divisor of d_model = {d_model}, got {n_head}")
-        self.max_len = check_int("max_len", max_len, minimum=2)
+        d_model, n_layer, n_head, self.max_len = check_policy_arguments(d_model, n_layer,
+                                                                        n_head, max_len)
         self.tok_emb = nn.Embedding(len(VOCAB), d_model)
         self.pos_emb = nn.Embedding(self.max_len, d_model) if positions else None
-        self.blocks = nn.ModuleList(_Block(d_model, n_head)
-                                    for _ in range(check_int("n_layer", n_layer, minimum=1)))
+        self.blocks = nn.ModuleList(_Block(d_model, n_head) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, len(VOCAB))
 
@@ -145,49 +154,62 @@ class TinyGPT(nn.Module):
 
 @torch.no_grad()
 def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
-           temperature: float = 1.0, generator: torch.Generator | None = None):
+           temperature: float = 1.0, generator: torch.Generator | None = None,
+           entropy: bool = False):
     """Sample one completion per prompt row: returns ``(tokens, mask, logp)``, each (N, T).
 
-    ``temperature=0`` is greedy decoding. ``logp`` is the log-probability at temperature 1
-    (the policy's own), which is what the loss's ratio and KL need; sampling at another
-    temperature makes the samples off-policy, a classic source of a ratio that is not 1.
-    After EOS a row is padded with PAD and its mask is False.
+    ``temperature=0`` is greedy decoding. Otherwise tokens are drawn from
+    softmax(logits / temperature), and ``logp`` is the log-probability under *that*
+    distribution, the one actually sampled: pass the same ``temperature`` to
+    :func:`completion_logp` and the first ratio is exactly 1 (TRL divides the logits by the
+    temperature in both places too). Recording the temperature-1 log-probs instead makes every
+    run at temperature != 1 silently off-policy. Greedy decoding records the temperature-1
+    log-probs. After EOS a row is padded with PAD and its mask is False. ``entropy=True``
+    also returns the entropy of each sampled token's distribution, (N, T), 0 at padding.
     """
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1)
     temperature = check_real("temperature", temperature, minimum=0.0)
     N = prompts.shape[0]
     seq = prompts
     done = torch.zeros(N, dtype=torch.bool, device=prompts.device)
-    tokens, mask, logps = [], [], []
+    zero = torch.zeros(N, device=prompts.device)
+    tokens, mask, logps, entropies = [], [], [], []
     for _ in range(max_new_tokens):
         logits = model(seq)[:, -1, :].float()                              # (N, V)
+        if temperature > 0:
+            logits = logits / temperature                                  # what is sampled
         logprobs = F.log_softmax(logits, dim=-1)                           # (N, V)
         if temperature == 0:
             nxt = logits.argmax(dim=-1)                                    # (N,)
         else:
-            probs = F.softmax(logits / temperature, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)   # (N,)
+            nxt = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(1)  # (N,)
         nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
         tokens.append(nxt)
         mask.append(~done)
-        logps.append(torch.where(done, torch.zeros(N, device=seq.device),
-                                 logprobs.gather(1, nxt[:, None]).squeeze(1)))
+        logps.append(torch.where(done, zero, logprobs.gather(1, nxt[:, None]).squeeze(1)))
+        if entropy:
+            h = -(logprobs.exp() * logprobs).sum(-1)                       # (N,)
+            entropies.append(torch.where(done, zero, h))
         done = done | (nxt == EOS)
         seq = torch.cat([seq, nxt[:, None]], dim=1)                        # (N, P + t + 1)
         if bool(done.all()):
             break
-    return torch.stack(tokens, 1), torch.stack(mask, 1), torch.stack(logps, 1)
+    out = (torch.stack(tokens, 1), torch.stack(mask, 1), torch.stack(logps, 1))
+    return out + (torch.stack(entropies, 1),) if entropy else out
 
 
 def completion_logp(model: TinyGPT, prompts: torch.Tensor, tokens: torch.Tensor,
-                    mask: torch.Tensor) -> torch.Tensor:
+                    mask: torch.Tensor, *, temperature: float = 1.0) -> torch.Tensor:
     """log pi(token_t | prompt, tokens_<t) for every completion token, (N, T); 0 at padding.
 
     One forward pass over prompt + completion (teacher forcing), with gradient: this is the
-    ``logp`` of the GRPO loss.
+    ``logp`` of the GRPO loss. ``temperature`` divides the logits, as in :func:`sample`: the
+    loss must score the distribution the tokens were drawn from.
     """
     P = prompts.shape[1]
     ids = torch.cat([prompts, tokens], dim=1)                              # (N, P + T)
     logits = model(ids[:, :-1])[:, P - 1:, :].float()                      # (N, T, V)
+    if temperature != 1.0:
+        logits = logits / temperature
     logp = F.log_softmax(logits, dim=-1).gather(2, tokens[..., None]).squeeze(2)   # (N, T)
     return torch.where(mask, logp, torch.zeros_like(logp))

@@ -38,12 +38,14 @@ import numpy as np
 import torch
 
 from grpo_lab import torch as glt
+from grpo_lab.numerics.validate import check_choice
 from grpo_lab.rl import rewards as R
 from grpo_lab.rl.task import AdditionTask
 from grpo_lab.rl.tiny_policy import EOS, TinyGPT, Tokenizer, completion_logp, sample
 from grpo_lab.rl.train_config import METRICS, REWARD_KINDS, TrainConfig, write_csv
 
-__all__ = ["METRICS", "REWARD_KINDS", "Rollout", "Run", "TrainConfig", "evaluate",
+__all__ = ["METRICS", "REWARD_KINDS", "Rollout", "Run", "TrainConfig", "TrainingInterrupted",
+           "evaluate",
            "format_warmup", "grpo_step", "main", "make_run", "prepare", "rollout", "score",
            "summary", "train", "update", "write_csv"]
 
@@ -77,6 +79,7 @@ class Rollout:
     mask: torch.Tensor                # (N, T) True up to and including EOS
     old_logp: torch.Tensor            # (N, T) log pi_old of the sampled tokens
     texts: list                       # N decoded completions
+    entropy: torch.Tensor | None = None   # (N, T) entropy of each sampling distribution
 
 
 def make_run(config: TrainConfig) -> Run:
@@ -147,10 +150,11 @@ def rollout(run: Run) -> Rollout:
     cfg = run.config
     terms = run.task.batch(cfg.prompts_per_step, run.rng, balanced=cfg.balanced)   # B
     prompts = _encode_prompts(run, terms, repeat=cfg.group_size)               # (N, P)
-    tokens, mask, old_logp = sample(run.policy, prompts, cfg.max_new_tokens,
-                                    temperature=cfg.temperature, generator=run.generator)
+    tokens, mask, old_logp, entropy = sample(run.policy, prompts, cfg.max_new_tokens,
+                                             temperature=cfg.temperature,
+                                             generator=run.generator, entropy=True)
     texts = [run.tokenizer.decode(row) for row in tokens.tolist()]
-    return Rollout(terms, prompts, tokens, mask, old_logp, texts)
+    return Rollout(terms, prompts, tokens, mask, old_logp, texts, entropy)
 
 
 def score(run: Run, batch: Rollout) -> dict:
@@ -174,9 +178,10 @@ def update(run: Run, batch: Rollout, adv: torch.Tensor) -> dict:
     if cfg.beta > 0:                     # the reference is frozen: one forward pass per batch
         with torch.no_grad():
             ref_logp = completion_logp(run.reference, batch.prompts, batch.tokens,
-                                       batch.mask)                                    # (N, T)
+                                       batch.mask, temperature=cfg.temperature)       # (N, T)
     for _ in range(cfg.inner_iters):
-        logp = completion_logp(run.policy, batch.prompts, batch.tokens, batch.mask)   # (N, T)
+        logp = completion_logp(run.policy, batch.prompts, batch.tokens, batch.mask,
+                               temperature=cfg.temperature)                           # (N, T)
         loss, diag = glt.grpo_loss(logp, batch.old_logp, ref_logp, adv, batch.mask,
                                    eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta,
                                    kl=cfg.kl, agg=cfg.agg)
@@ -204,6 +209,7 @@ def grpo_step(run: Run) -> dict:
         "verifier": float(scores["verifier"].mean()),
         "format": float(scores["format"].mean()),
         "length": float(batch.mask.sum(dim=1).float().mean()),
+        "entropy": float(batch.entropy[batch.mask].mean()),
         "zero_spread": float(np.mean(spread == 0)),
         "clip_frac": diag["clip_frac"],
         "kl": diag["mean_kl"] if diag["mean_kl"] is not None else 0.0,
@@ -225,13 +231,31 @@ def prepare(config: TrainConfig) -> Run:
     return run
 
 
-def train(config: TrainConfig, *, progress: bool = True, log_path=None) -> Run:
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a cell timeout) stopped :func:`train`; ``.run`` is the partial run.
+
+    A KeyboardInterrupt, so whatever interrupted the run still sees its interrupt: a script
+    exits, nbval and the book build fail the cell instead of printing a partial result.
+    """
+
+    def __init__(self, run: Run):
+        super().__init__(f"training interrupted after {run.history[-1]['step']} GRPO steps; "
+                         f"the partial run is this exception's .run")
+        self.run = run
+
+
+def train(config: TrainConfig, *, progress: bool = True, log_path=None,
+          on_interrupt: str = "raise") -> Run:
     """Warm up, then run ``config.steps`` GRPO steps; ``run.history`` holds one dict per step.
 
-    Ctrl-C (KeyboardInterrupt) stops after the current step and keeps everything so far; the
-    run is returned either way and ``run.interrupted`` says which. With ``log_path`` the
-    history is also written as CSV after every evaluation.
+    Ctrl-C (KeyboardInterrupt) stops after the current step and measures the policy where it
+    stopped (``run.final``, ``run.interrupted = True``). Then, by default, it raises
+    :class:`TrainingInterrupted` (a KeyboardInterrupt carrying ``.run``), so that a script,
+    a timed-out notebook cell or a CI job never mistakes a partial run for a result;
+    ``on_interrupt="return"`` returns the partial run instead (an interactive session that
+    wants it). With ``log_path`` the history is written as CSV after every evaluation.
     """
+    check_choice("on_interrupt", on_interrupt, ("raise", "return"))
     start = time.perf_counter()
     run = prepare(config)
     run.interrupted = False
@@ -252,7 +276,7 @@ def train(config: TrainConfig, *, progress: bool = True, log_path=None) -> Run:
             run.history.append(row)
             bar.update(1)
             bar.set_postfix(reward=f"{row['reward']:.2f}",
-                            held_out=f"{run.history[-1]['held_out_accuracy']:.2f}"
+                            held_out=f"{row['held_out_accuracy']:.2f}"
                             if not math.isnan(row["held_out_accuracy"]) else "-")
             if log_path is not None and not math.isnan(row["held_out_accuracy"]):
                 write_csv(run.history, log_path)
@@ -262,6 +286,8 @@ def train(config: TrainConfig, *, progress: bool = True, log_path=None) -> Run:
         bar.close()
     run.final = evaluate(run)
     run.seconds = time.perf_counter() - start
+    if run.interrupted and on_interrupt == "raise":
+        raise TrainingInterrupted(run)
     return run
 
 

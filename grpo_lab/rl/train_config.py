@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from grpo_lab import torch as glt
+from grpo_lab.core.surrogate import check_clip_range
 from grpo_lab.numerics.validate import check_choice, check_int, check_real
+from grpo_lab.rl.task import check_task_arguments
+from grpo_lab.rl.tiny_policy import FORMAT_TOKENS, check_policy_arguments
 
-__all__ = ["METRICS", "REWARD_KINDS", "TrainConfig", "write_csv"]
+__all__ = ["METRICS", "REWARD_KINDS", "TrainConfig", "check_device", "write_csv"]
 
 REWARD_KINDS = ("accuracy", "contains")
 
@@ -66,33 +70,51 @@ class TrainConfig:
     threads: int = 2                  # torch CPU threads; the book's budget is 2 cores
 
     def validate(self) -> "TrainConfig":
-        """Check every field; raise ValueError / TypeError naming it. Returns self."""
-        ints = dict(seed=0, n_terms=2, max_term=1, d_model=8, n_layer=1, n_head=1,
-                    warmup_steps=0, warmup_batch=1, steps=0, prompts_per_step=1, group_size=2,
-                    inner_iters=1, max_new_tokens=1, eval_every=1, threads=1)
+        """Check every field, and every combination a run would trip on later (the task's
+        prompts, the policy's heads, the format's length, the device), before any work;
+        raise ValueError / TypeError naming the field. Returns self."""
+        ints = dict(warmup_steps=0, warmup_batch=1, steps=0, prompts_per_step=1, group_size=2,
+                    inner_iters=1, eval_every=1, threads=1)
         for name, minimum in ints.items():
             check_int(name, getattr(self, name), minimum=minimum)
-        for name in ("held_out", "warmup_lr", "lr", "eps_low", "beta", "temperature",
-                     "format_weight", "max_grad_norm"):
+        check_task_arguments(self.n_terms, self.max_term, self.held_out, self.seed)
+        check_int("max_new_tokens", self.max_new_tokens, minimum=FORMAT_TOKENS,
+                  why=" (the shortest well-formed completion, <think></think><answer>N"
+                      "</answer> and EOS, is 6 tokens)")
+        check_policy_arguments(self.d_model, self.n_layer, self.n_head,
+                               2 * self.n_terms + self.max_new_tokens)
+        check_clip_range(self.eps_low, self.eps_high)
+        for name in ("beta", "format_weight", "max_grad_norm"):
             check_real(name, getattr(self, name), minimum=0.0)
         for name in ("lr", "warmup_lr", "temperature"):
             check_real(name, getattr(self, name), minimum=0.0, allow_equal=False)
-        if self.eps_high is not None:
-            check_real("eps_high", self.eps_high, minimum=0.0)
+        for name in ("balanced", "positions"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name}: expected True or False, got {getattr(self, name)!r}")
         check_choice("kl", self.kl, tuple(glt.KL_ESTIMATORS))
         check_choice("agg", self.agg, glt.AGGREGATIONS)
         check_choice("reward", self.reward, REWARD_KINDS)
-        if not isinstance(self.device, str):
-            raise TypeError(f"device: expected a str such as 'cpu' or 'cuda', got {self.device!r}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device: expected 'cpu' on this machine (torch sees no CUDA "
-                             f"device), got {self.device!r}")
-        try:
-            torch.device(self.device)
-        except RuntimeError as exc:
-            raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got "
-                             f"{self.device!r}") from exc
+        check_device(self.device)
         return self
+
+
+def check_device(device) -> str:
+    """'cpu', 'cuda' or 'cuda:N' for a device torch can see; ValueError naming ``device``."""
+    if not isinstance(device, str):
+        raise TypeError(f"device: expected a str such as 'cpu' or 'cuda', got {device!r}")
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (kind == "cpu" and index) or \
+            (index and not index.isdigit()):
+        raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device: expected 'cpu' on this machine (torch sees no CUDA "
+                             f"device), got {device!r}")
+        if index and int(index) >= count:
+            raise ValueError(f"device: expected 'cuda:0' to 'cuda:{count - 1}' (torch sees "
+                             f"{count} CUDA device(s)), got {device!r}")
+    return device
 
 
 #: Every logged metric, with its definition (chapter 6 prints this glossary).
@@ -103,6 +125,8 @@ METRICS = {
     "verifier": "mean of the verifier the run trains on (accuracy, or chapter 5's weak one)",
     "format": "share of samples in the <think>...</think><answer>...</answer> format",
     "length": "mean completion length in tokens, EOS included",
+    "entropy": "mean entropy (nats) of the sampling distribution over the step's completion "
+               "tokens: how unsure the policy still is",
     "zero_spread": "share of groups whose G rewards are all equal: no advantage, no gradient",
     "clip_frac": "share of tokens whose ratio was clipped on the last inner iteration",
     "kl": "mean per-token KL estimate (config.kl) of the policy against the frozen reference",
@@ -119,9 +143,11 @@ def write_csv(history, path) -> Path:
     """One row per step, one column per metric (NaN where a metric was not measured)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(METRICS))
         writer.writeheader()
         for row in history:
             writer.writerow({k: row.get(k, math.nan) for k in METRICS})
+    os.replace(partial, path)        # atomic: a Ctrl-C mid-write never leaves half a log
     return path

@@ -38,6 +38,38 @@ def test_accuracy_numeric_compares_values_not_strings():
     assert gl.accuracy_reward(good(big), "9" * 59 + "8") == 0.0          # no float rounding
 
 
+@pytest.mark.parametrize("reference", [0.1, 1.1, 2.675, -0.1, 1e-7, np.float64(0.1),
+                                       np.float32(0.1), np.float32(2.675), np.float16(0.1)])
+def test_a_float_reference_means_the_decimal_it_is_written_as(reference):
+    """0.1 is stored as 0.1000000000000000055...; the task author meant 0.1. The reference is
+    read as the shortest decimal that round-trips in its own precision, so the policy's
+    "0.1" matches, and a neighbouring decimal does not."""
+    written = np.format_float_positional(reference, unique=True, trim="-")
+    assert written in ("0.1", "1.1", "2.675", "-0.1", "0.0000001")   # the decimal typed
+    assert gl.accuracy_reward(good(written), reference) == 1.0
+    assert gl.accuracy_reward(good(written + "1"), reference) == 0.0
+    assert R.reference_number(reference) == R.parse_number(written)
+
+
+def test_a_float_reference_is_not_its_binary_value():
+    from fractions import Fraction
+
+    assert Fraction(0.1) != Fraction(1, 10)                       # why the old way failed
+    assert R.reference_number(0.1) == Fraction(1, 10)
+    assert R.reference_number(np.float32(0.1)) == Fraction(1, 10)   # not 0.10000000149...
+    assert gl.accuracy_reward(good("0.10000000149011612"), np.float32(0.1)) == 0.0
+
+
+def test_max_chars_is_a_work_bound_far_above_any_generation_limit():
+    """DAPO's L_max = 20480 tokens is about 80k characters: a right answer that long is read
+    and scored under the default bound; a bound of 16384 would score it 0 without reading."""
+    long_right = good(12, think="x" * (4 * 20480))
+    assert len(long_right) > 80_000 and R.MAX_CHARS >= 10 * len(long_right)
+    assert gl.accuracy_reward(long_right, 12) == 1.0 and gl.format_reward(long_right) == 1.0
+    assert gl.accuracy_reward(long_right, 12, max_chars=16384) == 0.0   # the cliff, explicit
+    assert gl.accuracy_reward("x" * (R.MAX_CHARS + 1), 12) == 0.0
+
+
 def test_accuracy_exact_compares_stripped_text():
     assert gl.accuracy_reward(good("Paris"), "Paris", compare="exact") == 1.0
     assert gl.accuracy_reward(good("paris"), "Paris", compare="exact") == 0.0
@@ -146,13 +178,38 @@ def test_weighted_sum_adds_each_completions_weighted_rewards():
     np.testing.assert_array_equal(gl.weighted_sum([ACC], [1]), np.array(ACC, dtype=float))
 
 
-def test_normalise_then_sum_is_the_sum_of_group_advantages():
+def test_normalise_then_sum_is_the_sum_of_group_advantages_then_batch_normalised():
     r = np.array([ACC, FMT], dtype=float)                                  # (K=2, B=2, G=4)
-    out = gl.normalise_then_sum(r, [2.0, 0.5])
+    summed = gl.normalise_then_sum(r, [2.0, 0.5], batch=False)
     expected = 2.0 * gl.group_advantages(r[0]) + 0.5 * gl.group_advantages(r[1])
-    np.testing.assert_allclose(out, expected, rtol=1e-15)
-    assert np.all(out[1] == 0.5 * gl.group_advantages(r[1])[1])    # all-equal accuracy adds 0
-    np.testing.assert_allclose(out.sum(axis=1), 0.0, atol=1e-12)   # each group centred
+    np.testing.assert_allclose(summed, expected, rtol=1e-15)
+    assert np.all(summed[1] == 0.5 * gl.group_advantages(r[1])[1])  # all-equal accuracy adds 0
+    np.testing.assert_allclose(summed.sum(axis=1), 0.0, atol=1e-12)  # each group centred
+    out = gl.normalise_then_sum(r, [2.0, 0.5])                       # batch=True, the default
+    by_hand = (summed - summed.mean()) / (summed.std() + 1e-8)       # over all B*G = 8
+    np.testing.assert_allclose(out, by_hand, rtol=1e-12)
+    assert abs(out.mean()) < 1e-12 and abs(out.std() - 1) < 1e-7
+
+
+def test_normalise_then_sum_reproduces_trls_normalize_then_sum():
+    """TRL's GRPOTrainer, multi_objective_aggregation="normalize_then_sum"
+    (trl/trainer/grpo_trainer.py, lines 2710-2720 at f2cd577), written out here in NumPy:
+    per reward, (r - group mean) / (group std + 1e-4) with Bessel's std (TRL's nanstd); the
+    weighted sum; then (s - batch mean) / (batch std + 1e-4), Bessel's again."""
+    rng = np.random.default_rng(3)
+    r = np.stack([rng.integers(0, 2, size=(6, 8)), rng.normal(size=(6, 8)),
+                  rng.integers(0, 2, size=(6, 8))]).astype(float)      # (K=3, B=6, G=8)
+    r[0, 2] = 1.0                                                      # an all-equal group
+    w = np.array([1.0, 0.3, 0.5])
+    per_k = (r - r.mean(axis=2, keepdims=True)) / (r.std(axis=2, ddof=1, keepdims=True) + 1e-4)
+    s = np.einsum("k,kbg->bg", w, per_k)
+    trl = (s - s.mean()) / (s.std(ddof=1) + 1e-4)
+    np.testing.assert_allclose(gl.normalise_then_sum(r, w, eps=1e-4, ddof=1), trl, rtol=1e-12)
+
+
+def test_normalise_then_sum_batch_must_be_a_bool():
+    with pytest.raises(TypeError, match="batch: expected True or False, got str"):
+        gl.normalise_then_sum([ACC, FMT], [1.0, 1.0], batch="yes")
 
 
 def test_normalise_then_sum_ignores_a_rewards_scale_and_weighted_sum_does_not():

@@ -83,6 +83,40 @@ def test_sampled_logp_is_the_policy_logp_and_the_mask_ends_at_eos():
     assert (logp[~mask] == 0).all() and (logp[mask] < 0).all()
 
 
+@pytest.mark.parametrize("temperature", [0.5, 1.0, 1.7])
+def test_sampled_logp_is_the_logp_of_the_distribution_sampled(temperature):
+    """Tokens drawn from softmax(logits / T) must carry log-probs of that distribution, and
+    completion_logp at the same T must give them back: otherwise every run at T != 1 is
+    off-policy from its first update (the ratio is not 1 and clipping fires for nothing)."""
+    torch.manual_seed(0)
+    model = tp.TinyGPT(d_model=16, n_head=2, max_len=16)
+    prompts = torch.tensor([tp.Tokenizer().encode("1+2=")] * 256)
+    g = torch.Generator().manual_seed(0)
+    tokens, mask, logp, entropy = tp.sample(model, prompts, 4, temperature=temperature,
+                                            generator=g, entropy=True)
+    torch.testing.assert_close(tp.completion_logp(model, prompts, tokens, mask,
+                                                  temperature=temperature), logp,
+                               rtol=1e-5, atol=1e-5)
+    logits = model(prompts)[:, -1, :].float() / temperature              # (N, V) first token
+    first = torch.log_softmax(logits, -1)
+    torch.testing.assert_close(logp[:, 0], first.gather(1, tokens[:, :1]).squeeze(1))
+    torch.testing.assert_close(entropy[:, 0], -(first.exp() * first).sum(-1))
+    assert (entropy[~mask] == 0).all() and (entropy[mask] > 0).all()
+    if temperature != 1.0:                  # the untempered log-probs are a different policy
+        untempered = tp.completion_logp(model, prompts, tokens, mask)
+        assert (untempered - logp)[mask].abs().max() > 1e-2
+
+
+def test_a_run_at_temperature_below_one_starts_on_policy():
+    """The first inner iteration's ratio is exactly 1 at any temperature, so nothing clips."""
+    cfg = T.TrainConfig(**{**TINY, "temperature": 0.6, "inner_iters": 1})
+    run = T.prepare(cfg)
+    batch = T.rollout(run)
+    adv = glt.group_advantages(torch.tensor(T.score(run, batch)["reward"])).reshape(-1)
+    diag = T.update(run, batch, adv)
+    assert diag["clip_frac"] == 0.0 and diag["mean_ratio"] == pytest.approx(1.0, abs=1e-6)
+
+
 def test_greedy_sampling_is_deterministic():
     torch.manual_seed(1)
     model = tp.TinyGPT(d_model=16, n_head=2, max_len=16)
@@ -176,19 +210,46 @@ def test_a_run_is_seeded_and_logs_every_metric(tmp_path):
     assert set(a.history[1]) == set(T.METRICS)
     for h in a.history[1:]:
         assert 0 <= h["zero_spread"] <= 1 and 0 <= h["clip_frac"] <= 1 and h["length"] >= 1
+        assert 0 <= h["entropy"] <= math.log(len(tp.VOCAB))
     rows = list(csv.DictReader((tmp_path / "h.csv").open()))
     assert len(rows) == cfg.steps + 1 and list(rows[0]) == list(T.METRICS)
 
 
-def test_ctrl_c_stops_cleanly_and_keeps_the_log(monkeypatch, tmp_path):
+def _interrupt_on_call(monkeypatch, n):
+    """Make the n-th GRPO step raise KeyboardInterrupt, as Ctrl-C or a cell timeout would."""
     real_step, calls = T.grpo_step, []
 
     def interrupted(run):
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == n:
             raise KeyboardInterrupt
         return real_step(run)
     monkeypatch.setattr(T, "grpo_step", interrupted)
+
+
+def test_an_interrupted_train_reraises_with_the_partial_run(monkeypatch):
+    """Outside an interactive session a partial run must never pass for a result: train()
+    re-raises (a KeyboardInterrupt, so scripts, nbval and the book build all fail)."""
+    _interrupt_on_call(monkeypatch, 3)
+    with pytest.raises(T.TrainingInterrupted) as info:
+        T.train(T.TrainConfig(**{**TINY, "steps": 10}), progress=False)
+    assert isinstance(info.value, KeyboardInterrupt)
+    run = info.value.run
+    assert run.interrupted and [h["step"] for h in run.history] == [0, 1, 2]
+    assert 0 <= run.final["accuracy"] <= 1 and "after 2 GRPO steps" in str(info.value)
+
+
+def test_an_interrupted_train_can_return_the_partial_run_when_asked(monkeypatch):
+    _interrupt_on_call(monkeypatch, 3)
+    run = T.train(T.TrainConfig(**{**TINY, "steps": 10}), progress=False,
+                  on_interrupt="return")
+    assert run.interrupted and run.history[-1]["step"] == 2
+    with pytest.raises(ValueError, match="on_interrupt: expected one of 'raise', 'return'"):
+        T.train(T.TrainConfig(**TINY), progress=False, on_interrupt="ignore")
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_the_log(monkeypatch, tmp_path):
+    _interrupt_on_call(monkeypatch, 3)
     argv = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()] + [
         "--steps=10", f"--out={tmp_path}", "--quiet"]
     assert T.main(argv) == 130
@@ -205,7 +266,8 @@ def test_command_line_end_to_end(tmp_path):
                            "--eps-high=0.28", f"--out={tmp_path}"], capture_output=True,
                           text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "finished 4 GRPO steps" in proc.stdout and "held-out accuracy" in proc.stdout
+    assert "finished 4 GRPO steps; wall time" in proc.stdout
+    assert "held-out accuracy" in proc.stdout
     assert "GRPO" in proc.stderr                                   # the tqdm bar
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["config"]["agg"] == "dapo" and summary["config"]["eps_high"] == 0.28
@@ -213,20 +275,40 @@ def test_command_line_end_to_end(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--steps=-1"], "steps: expected an integer in [0, inf], got -1"),
-    (["--agg=mean"], "agg: expected one of 'grpo', 'bnpo', 'dapo', 'dr_grpo', got 'mean'"),
-    (["--kl=k4"], "kl: expected one of 'k1', 'k2', 'k3'"),
-    (["--group-size=1"], "group_size: expected an integer in [2, inf]"),
-    (["--lr=0"], "lr: expected a number > 0.0"),
+    (["--steps=-1"], "argument --steps: expected an integer in [0, inf], got -1"),
+    (["--agg=mean"], "argument --agg: expected one of 'grpo', 'bnpo', 'dapo', 'dr_grpo', "
+                     "got 'mean'"),
+    (["--kl=k4"], "argument --kl: expected one of 'k1', 'k2', 'k3'"),
+    (["--group-size=1"], "argument --group-size: expected an integer in [2, inf]"),
+    (["--lr=0"], "argument --lr: expected a number > 0.0"),
     (["--steps=abc"], "argument --steps: invalid int value: 'abc'"),
     (["--balanced=maybe"], "argument --balanced: expected true or false, got 'maybe'"),
-    (["--reward=length"], "reward: expected one of 'accuracy', 'contains'"),
+    (["--reward=length"], "argument --reward: expected one of 'accuracy', 'contains'"),
+    # each of these was accepted and then crashed with a traceback (issue 15)
+    (["--held-out=1.0"], "argument --held-out: expected a fraction in (0, 1), got 1.0"),
+    (["--max-term=10"], "argument --max-term: expected an integer in [1, 9] (terms are "
+                        "single digits), got 10"),
+    (["--n-terms=7"], "argument --n-terms: expected an integer in [2, 6], got 7"),
+    (["--n-head=3"], "argument --n-head: expected a divisor of d_model = 64, got 3"),
+    (["--eps-low=1.5"], "argument --eps-low: expected a number <= 1.0, got 1.5"),
+    (["--device=meta"], "argument --device: expected 'cpu', 'cuda' or 'cuda:N', got 'meta'"),
+    (["--max-new-tokens=4"], "argument --max-new-tokens: expected an integer in [6, inf] (the "
+                             "shortest well-formed completion"),
+    (["--n-terms=2", "--max-term=1", "--held-out=0.9"],
+     "argument --held-out: expected a fraction that leaves training prompts, got 0.9"),
+    (["--eps-high=-0.1"], "argument --eps-high: expected a number >= 0.0, got -0.1"),
+    (["--temperature=nan"], "argument --temperature: expected a finite number, got nan"),
 ])
-def test_bad_arguments_get_a_clear_message(args, words, capsys):
+def test_bad_arguments_get_a_clear_message_before_any_work(args, words, capsys, tmp_path,
+                                                          monkeypatch):
+    monkeypatch.setattr(T, "prepare", lambda *a, **k: pytest.fail("work started"))
+    out = tmp_path / "never-written"
     with pytest.raises(SystemExit) as info:
-        T.main(args + ["--quiet", "--out=/nonexistent/never-written"])
+        T.main(args + ["--quiet", f"--out={out}"])
     assert info.value.code == 2
-    assert words in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "python -m grpo_lab.train: error: " + words in err, err
+    assert "Traceback" not in err and not out.exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

@@ -1,0 +1,140 @@
+"""``python -m grpo_lab.train`` under Ctrl-C and with a bad --out: every moment after the
+output folder exists leaves a valid summary.json marked interrupted, and the exit status is
+130; a bad --out is refused, naming the flag, before any work (issue 15)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from grpo_lab import train as T  # noqa: E402
+from grpo_lab.rl import cli  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = dict(d_model=16, n_head=2, warmup_steps=3, warmup_batch=8, steps=4, prompts_per_step=3,
+            group_size=4, inner_iters=2, eval_every=2, threads=1)
+
+
+def argv(out, **over):
+    return [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, **over}.items()] + [
+        f"--out={out}", "--quiet"]
+
+
+def summary(out):
+    return json.loads((out / "summary.json").read_text())          # valid JSON, or it raises
+
+
+# --- --out ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make, words", [
+    (lambda tmp: tmp / "file.txt", "expected a folder, got"),
+    (lambda tmp: tmp / "file.txt" / "run", "cannot write to"),
+    (lambda tmp: Path("/dev/null/run"), "cannot write to '/dev/null/run'"),
+    (lambda tmp: tmp / "blocked", "cannot write to"),              # summary.json is a folder
+])
+def test_an_unusable_out_is_refused_naming_the_flag(make, words, tmp_path, capsys,
+                                                    monkeypatch):
+    (tmp_path / "file.txt").write_text("not a folder")
+    (tmp_path / "blocked" / "summary.json").mkdir(parents=True)
+    monkeypatch.setattr(T, "prepare", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(SystemExit) as info:
+        T.main(argv(make(tmp_path)))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "python -m grpo_lab.train: error: argument --out: " in err and words in err, err
+    assert (tmp_path / "file.txt").read_text() == "not a folder"
+
+
+def test_the_folder_never_exists_without_a_summary_marked_interrupted(tmp_path, monkeypatch):
+    """The first summary.json is written with the folder, before any work, marked
+    interrupted: a run killed at any moment after that says it did not finish."""
+    seen = {}
+
+    def stop(config):
+        seen.update(summary(tmp_path / "run"))
+        raise KeyboardInterrupt                                    # Ctrl-C in the warm-up
+    monkeypatch.setattr(T, "prepare", stop)
+    assert T.main(argv(tmp_path / "run")) == 130
+    assert seen["interrupted"] is True and seen["steps_done"] == 0
+    after = summary(tmp_path / "run")
+    assert after["interrupted"] is True and after["final_held_out_accuracy"] is None
+    assert after["config"]["d_model"] == 16
+
+
+def test_ctrl_c_while_the_files_are_written_marks_the_summary_interrupted(tmp_path,
+                                                                          monkeypatch):
+    def draw(run, out):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_draw", draw)
+    assert T.main(argv(tmp_path)) == 130
+    info = summary(tmp_path)
+    assert info["interrupted"] is True and info["steps_done"] == 4     # the numbers it had
+
+
+def test_a_finished_run_logs_wall_time_and_accuracy(tmp_path, capsys):
+    assert T.main(argv(tmp_path)) == 0
+    info = summary(tmp_path)
+    assert info["interrupted"] is False and info["steps_done"] == 4
+    assert info["seconds"] > 0 and 0 <= info["final_held_out_accuracy"] <= 1
+    out = capsys.readouterr().out
+    assert f"finished 4 GRPO steps; wall time {info['seconds']} s" in out
+    assert f"-> {info['final_held_out_accuracy']:.1%}" in out
+    assert not list(tmp_path.glob("*.partial*"))                    # nothing half-written
+
+
+# --- a real SIGINT, in a child process --------------------------------------------------------
+
+def _start(out, **over):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "grpo_lab.train", *argv(out, **over)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path, proc, timeout=120.0):
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended first: {proc.communicate()[1][-2000:]}")
+        if time.monotonic() > end:
+            proc.kill()
+            pytest.fail(f"{path} never appeared")
+        time.sleep(0.005)
+
+
+def _interrupt(proc):
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the run did not stop on SIGINT")
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("moment, over, wait_for, delay", [
+    ("as soon as the folder exists", dict(steps=10_000), None, 0.0),
+    ("in the warm-up", dict(warmup_steps=1_000_000, steps=10), "summary.json", 1.0),
+    ("in a GRPO step", dict(steps=1_000_000, eval_every=1), "history.csv", 0.3),
+])
+def test_sigint_at_any_moment_leaves_a_summary_marked_interrupted_and_exits_130(
+        moment, over, wait_for, delay, tmp_path):
+    out = tmp_path / "run"
+    proc = _start(out, **over)
+    _wait_for(out / wait_for if wait_for else out, proc)
+    time.sleep(delay)
+    code, err = _interrupt(proc)
+    assert code == 130, (moment, err[-2000:])
+    assert "Traceback" not in err, (moment, err[-2000:])
+    info = summary(out)
+    assert info["interrupted"] is True, moment
+    if wait_for == "history.csv":                     # GRPO had started: its log is kept
+        assert info["steps_done"] >= 1 and (out / "curves.png").exists()
+        assert info["final_held_out_accuracy"] is not None
