@@ -15,12 +15,16 @@ Benchmarks (sizes from issue 7; ``--quick`` runs small ones, for a smoke test or
 * the GRPO loss, forward plus backward, at (N, T) = (512, 2048), float32: the TRL-style eager
   loss :func:`trl_style_loss`, the torch mirror :func:`grpo_lab.torch.grpo_loss` and the fused
   :func:`grpo_lab.perf.loss_fused.grpo_loss_fused`, on the same :func:`loss_inputs`.
+* the loss from hidden states, forward plus backward, at (N, T, H, V) = (8, 512, 512, 32000),
+  float32, each implementation in a fresh process: this package's fused LM head and loss,
+  Liger-Kernel's, and eager code that holds the (N, T, V) logits
+  (:mod:`grpo_lab.perf.bench_linear`).
 
-The summary puts the issues' goals next to what was measured: the fast path within 2x (G = 64)
-or 3x (G = 8) of the copy with at most 1.1x the output in memory (issue 7); the fused loss 3x
-faster than the TRL-style loss in a third of its memory; the torch mirror within 1.2x of the
-TRL-style loss in time and peak memory, and its advantages no slower than the two-liner
-(issue 13).
+The summary puts each goal next to what was measured: the fast path within 2x (G = 64) or 3x
+(G = 8) of the copy with at most 1.1x the output in memory; the fused loss 3x faster than the
+TRL-style loss in a third of its memory; the torch mirror within 1.2x of the TRL-style loss in
+time and peak memory, and its advantages no slower than the two-liner; the fused linear loss
+no slower than Liger's and no larger in peak memory.
 
 Usage::
 
@@ -42,12 +46,13 @@ import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.perf.advantages_fast import group_advantages_fast
+from grpo_lab.perf.bench_linear import LINEAR_SIZE, QUICK_LINEAR_SIZE, bench_fused_linear
 from grpo_lab.perf.baselines import (TRL_EPS, loss_inputs, plain_advantages,
                                      trl_style_advantages, trl_style_loss)
 from grpo_lab.perf.measure import (forward_backward, peak_bytes_numpy, peak_bytes_torch,
                                    result_rows, time_round_robin, torch_mirror, torch_or_none)
 
-__all__ = ["ADV_SIZES", "LOSS_SIZE", "QUICK_ADV_SIZES", "QUICK_LOSS_SIZE", "TRL_EPS",
+__all__ = ["ADV_SIZES", "LINEAR_SIZE", "LOSS_SIZE", "check_out_path", "QUICK_ADV_SIZES", "QUICK_LOSS_SIZE", "TRL_EPS",
            "bench_advantages", "bench_loss", "loss_inputs", "main", "plain_advantages",
            "print_report", "run", "summary", "trl_style_advantages", "trl_style_loss"]
 
@@ -72,6 +77,7 @@ NUMPY_FAST = "numpy fast (gl.group_advantages_fast)"
 FAST_GOAL_RATIO_LONG, FAST_GOAL_RATIO_SHORT, FAST_GOAL_PEAK = 2.0, 3.0, 1.1
 FUSED_GOAL_SPEEDUP, FUSED_GOAL_PEAK = 3.0, 1 / 3
 MIRROR_GOAL_TIME, MIRROR_GOAL_PEAK, MIRROR_GOAL_ADV_TIME = 1.2, 1.2, 1.0
+LINEAR_GOAL_TIME, LINEAR_GOAL_PEAK = 1.0, 1.0       # fused linear loss / Liger's
 
 
 # --- the benchmarks ----------------------------------------------------------------------------
@@ -100,6 +106,8 @@ def bench_advantages(shape, repeats, device="cpu", seed=0):
            NUMPY_PLAIN: lambda: plain_advantages(rewards),
            NUMPY_REF: lambda: group_advantages(rewards),
            NUMPY_FAST: lambda: group_advantages_fast(rewards)}
+    for fn in fns.values():              # warm-up first: Numba compiles (or loads) its kernel
+        fn()
     peaks = {name: peak_bytes_numpy(fn) for name, fn in fns.items() if name != COPY}
     times = time_round_robin(fns, repeats)
     rows = result_rows("group_advantages", shape, times, peaks, rewards.nbytes,
@@ -141,7 +149,8 @@ def bench_loss(shape, repeats, device="cpu", seed=0):
 #: measured value -> its goal's key; lower is better except for a speedup.
 GOAL_KEYS = {"ratio_to_copy": "goal_ratio", "peak_vs_output": "goal_peak",
              "speedup": "goal_speedup", "peak_fraction_of_eager": "goal_peak_fraction",
-             "time_vs_trl": "goal_time_vs_trl", "peak_vs_trl": "goal_peak_vs_trl"}
+             "time_vs_trl": "goal_time_vs_trl", "peak_vs_trl": "goal_peak_vs_trl",
+             "time_vs_liger": "goal_time_vs_liger", "peak_vs_liger": "goal_peak_vs_liger"}
 
 
 def _goal_row(what, **measured):
@@ -165,8 +174,17 @@ def _paired(rows, row, baseline):
 def summary(rows):
     """The issues' goals next to what was measured, one dict per goal (see the module)."""
     out = []
+    liger = next((r for r in rows if r["impl"] == "liger" and "error" not in r), None)
     for row in rows:
         shape, impl, at = row["shape"], row["impl"], tuple(row["shape"])
+        if row["bench"].startswith("fused linear"):
+            if impl == "fused" and liger is not None and "error" not in row:
+                out.append(_goal_row(
+                    f"fused linear GRPO loss vs Liger {at} fwd+bwd, each in a fresh process",
+                    time_vs_liger=(row["median_s"] / liger["median_s"], LINEAR_GOAL_TIME),
+                    peak_vs_liger=(row["peak_extra_bytes"] / liger["peak_extra_bytes"],
+                                   LINEAR_GOAL_PEAK)))
+            continue
         if impl == NUMPY_FAST:
             goal = FAST_GOAL_RATIO_LONG if shape[1] >= 64 else FAST_GOAL_RATIO_SHORT
             out.append(_goal_row(f"group_advantages_fast {at}",
@@ -206,12 +224,14 @@ def _environment(quick, repeats, device):
     return info
 
 
-def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), threads=None,
-        adv_sizes=None, loss_size=None):
+def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "linear"),
+        threads=None, adv_sizes=None, loss_size=None, linear_size=None, linear_repeats=3):
     """Run the benchmarks and return ``{"environment", "results", "summary"}`` (JSON-ready).
 
-    ``adv_sizes`` (a list of (B, G)) and ``loss_size`` ((N, T)) replace the issue's sizes, or
-    the quick ones with ``quick=True``; ``threads`` defaults to 1 on CPU (see ``--threads``).
+    ``adv_sizes`` (a list of (B, G)), ``loss_size`` ((N, T)) and ``linear_size`` ((N, T, H, V))
+    replace the full sizes, or the quick ones with ``quick=True``; ``threads`` defaults to 1 on
+    CPU (see ``--threads``); ``linear_repeats`` timed steps of the loss from hidden states (each
+    takes seconds at the full size).
     """
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats: expected at least {MIN_REPEATS}, got {repeats}")
@@ -228,6 +248,10 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss"), th
     if "loss" in only and torch is not None:
         rows += bench_loss(tuple(loss_size or (QUICK_LOSS_SIZE if quick else LOSS_SIZE)),
                            repeats, device)
+    if "linear" in only and torch is not None and device == "cpu":
+        rows += bench_fused_linear(tuple(linear_size or (QUICK_LINEAR_SIZE if quick
+                                                         else LINEAR_SIZE)),
+                                   linear_repeats, threads=threads or 1)
     env["load_average_end"] = list(os.getloadavg())
     return {"environment": env, "results": rows, "summary": summary(rows)}
 
@@ -241,16 +265,40 @@ def print_report(report, file=sys.stdout):
     print(f"{'bench':18s} {'shape':>14s} {'implementation':48s} {'dev':4s} {'median ms':>10s} "
           f"{'x copy':>7s} {'peak MiB':>9s} {'x out':>6s}", file=file)
     for r in report["results"]:
+        if "ratio_to_copy" not in r:                       # the loss from hidden states
+            continue
         peak, vs_out = r["peak_extra_bytes"], r["peak_extra_vs_output"]
         print(f"{r['bench']:18s} {str(tuple(r['shape'])):>14s} {r['impl']:48s} {r['device']:4s} "
               f"{r['median_s'] * 1e3:10.2f} {r['ratio_to_copy']:7.2f} "
               f"{'' if peak is None else f'{peak / 2**20:.1f}':>9s} "
               f"{'' if vs_out is None else f'{vs_out:.2f}':>6s}", file=file)
+    linear = [r for r in report["results"] if r["bench"].startswith("fused linear")]
+    for r in linear:
+        what = (f"error: {r['error']}" if "error" in r else
+                f"median {r['median_s']:.3f} s, peak {r['peak_extra_bytes'] / 2**20:.1f} MiB")
+        print(f"{r['bench']} {tuple(r['shape'])} {r['impl']:6s} (fresh process): {what}",
+              file=file)
     for s in report["summary"]:
         checks = ", ".join(f"{key} {s[key]:.3g} (goal {'>=' if key == 'speedup' else '<='} "
                            f"{s[GOAL_KEYS[key]]:.3g})" for key in GOAL_KEYS if key in s)
         print(f"summary: {s['what']}: {checks}: {'met' if s['goal_met'] else 'NOT met'}",
               file=file)
+
+
+def check_out_path(path):
+    """What is wrong with ``path`` as the JSON file to write, or None: a file whose folder
+    exists, that is not a folder itself, and that this process may create or overwrite."""
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    if os.path.isdir(path):
+        return f"expected a file to write, got the folder {path}"
+    if not os.path.isdir(parent):
+        return f"expected a file in an existing folder, but {parent} is not one"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return f"expected a writable file, but {path} cannot be written"
+    if not os.path.exists(path) and not os.access(parent, os.W_OK | os.X_OK):
+        return f"expected a file in a writable folder, but {parent} is not writable"
+    return None
 
 
 def main(argv=None):
@@ -264,7 +312,7 @@ def main(argv=None):
                         help=f"timed rounds, at least {MIN_REPEATS} (default 7)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where the torch implementations run (NumPy runs on the CPU)")
-    parser.add_argument("--only", choices=("advantages", "loss"), action="append",
+    parser.add_argument("--only", choices=("advantages", "loss", "linear"), action="append",
                         help="run only this benchmark (repeatable)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads for the torch implementations (default on "
@@ -272,6 +320,9 @@ def main(argv=None):
                              "machine makes multi-threaded timings erratic)")
     parser.add_argument("--out", default="bench_results.json", help="the JSON file to write")
     args = parser.parse_args(argv)
+    problem = check_out_path(args.out)
+    if problem:                                          # before minutes of benchmarks
+        parser.error(f"--out: {problem}")
     if args.repeats < MIN_REPEATS:
         parser.error(f"--repeats: expected at least {MIN_REPEATS} (medians of fewer runs are "
                      f"noise on a shared machine), got {args.repeats}")
@@ -283,7 +334,7 @@ def main(argv=None):
             parser.error("--device cuda: expected torch with a CUDA device, got "
                          + ("no torch" if torch is None else "no CUDA device"))
     report = run(quick=args.quick, repeats=args.repeats, device=args.device,
-                 only=tuple(args.only or ("advantages", "loss")), threads=args.threads)
+                 only=tuple(args.only or ("advantages", "loss", "linear")), threads=args.threads)
     print_report(report)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)

@@ -30,7 +30,8 @@ def test_quick_run_writes_valid_json(tmp_path):
     report = json.loads((tmp_path / "quick.json").read_text())
     assert {"environment", "results", "summary"} <= report.keys()
     assert report["environment"]["repeats"] == 5 and report["environment"]["quick"]
-    rows = report["results"]
+    linear = [r for r in report["results"] if r["bench"].startswith("fused linear")]
+    rows = [r for r in report["results"] if r not in linear]
     impls = {(r["bench"], tuple(r["shape"]), r["impl"]) for r in rows}
     for shape in bench.QUICK_ADV_SIZES:
         for impl in ("copy", "numpy plain formula", "numpy reference (gl.group_advantages)",
@@ -53,6 +54,45 @@ def test_quick_run_writes_valid_json(tmp_path):
     if "torch" in report["environment"]:
         assert_torch_rows_and_goals(report, proc.stdout)
     assert "profiler_start" not in proc.stderr
+    if "torch" in report["environment"]:                 # the loss from hidden states
+        assert [r["impl"] for r in linear] == ["fused", "liger", "eager"]
+        for r in linear:
+            if "error" not in r:
+                assert len(r["times_s"]) == 3 and r["peak_extra_bytes"] > 0
+                assert r["shape"] == list(bench.QUICK_LINEAR_SIZE)
+        losses = [r["loss"] for r in linear if "error" not in r]
+        assert np.allclose(losses, losses[0], atol=1e-5)     # the same loss, three ways
+        assert "(fresh process): median" in proc.stdout
+
+
+@pytest.mark.parametrize("out, message", [
+    ("/dev/null/x.json", "--out: expected a file in an existing folder, but /dev/null"),
+    ("no_such_folder/x.json", "--out: expected a file in an existing folder"),
+    (".", "--out: expected a file to write, got the folder"),
+])
+def test_a_bad_out_is_refused_before_any_benchmark_runs(tmp_path, out, message):
+    proc = run_bench("--quick", "--out", out, tmp_path=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert "group_advantages" not in proc.stdout            # nothing was measured
+
+
+def test_check_out_path_accepts_a_new_file_in_a_writable_folder(tmp_path):
+    assert bench.check_out_path(str(tmp_path / "new.json")) is None
+    (tmp_path / "old.json").write_text("{}")
+    assert bench.check_out_path(str(tmp_path / "old.json")) is None
+
+
+def test_summary_puts_the_fused_linear_loss_next_to_liger():
+    L, shape = "fused linear GRPO fwd+bwd", [8, 512, 512, 32000]
+    rows = [{"bench": L, "shape": shape, "impl": "fused", "median_s": 2.0, "peak_extra_bytes": 90},
+            {"bench": L, "shape": shape, "impl": "liger", "median_s": 4.0, "peak_extra_bytes": 100},
+            {"bench": L, "shape": shape, "impl": "eager", "median_s": 3.0,
+             "peak_extra_bytes": 900}]
+    (goal,) = bench.summary(rows)
+    assert goal["time_vs_liger"] == 0.5 and goal["peak_vs_liger"] == 0.9 and goal["goal_met"]
+    rows[0]["peak_extra_bytes"] = 101
+    assert not bench.summary(rows)[0]["goal_met"]
+    assert bench.summary([rows[0], {**rows[1], "error": "no liger"}]) == []
 
 
 @pytest.mark.parametrize("args, message", [
