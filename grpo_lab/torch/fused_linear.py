@@ -152,8 +152,9 @@ class FusedLinearGRPO(torch.autograd.Function):
                 grad_w.addmm_(z.T, hc)                               # (V, H) += (V, n)(n, H)
         ctx.save_for_backward(grad_h, grad_w)
         ctx.shapes = (hidden.shape, hidden.dtype, weight.dtype)
+        logp = logp.reshape(N, T)
         ctx.mark_non_differentiable(logp)
-        return loss, logp.reshape(N, T), sums
+        return loss, logp, sums
 
     @staticmethod
     def backward(ctx, grad_loss, grad_logp, grad_sums):
@@ -205,7 +206,7 @@ def fused_linear_grpo_loss(hidden, weight, ids, adv, mask, *, old_logp=None, ref
     >>> ids, mask = torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3)
     >>> loss, stats = fl.fused_linear_grpo_loss(hidden, weight, ids, torch.tensor([1.0, -1.0]),
     ...                                         mask)
-    >>> float(loss), round(float(stats["logp"][0, 0]), 4)        # uniform over V = 5 tokens
+    >>> float(loss.detach()), round(float(stats["logp"][0, 0]), 4)   # uniform over V = 5 tokens
     (0.0, -1.6094)
     """
     h, w, flat_ids, x, chunk_size = check_fused_linear_arguments(
