@@ -111,14 +111,18 @@ class _Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
                                  nn.Linear(4 * d_model, d_model))
 
-    def forward(self, x):
+    def forward(self, x, past=None):
+        """``past``: the keys and values of the tokens before ``x`` (sampling with a KV
+        cache feeds one new token at a time); returns ``(x, (k, v))``, all tokens so far."""
         N, L, D = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)                  # 3 x (N, L, D)
         q, k, v = (t.view(N, L, self.n_head, D // self.n_head).transpose(1, 2)
                    for t in (q, k, v))                                     # (N, nh, L, hs)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)       # (N, nh, L, hs)
+        if past is not None:                # one new token: it may attend to every key
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)  # (N, nh, L, hs)
         x = x + self.proj(y.transpose(1, 2).reshape(N, L, D))             # (N, L, D)
-        return x + self.mlp(self.ln2(x))
+        return x + self.mlp(self.ln2(x)), (k, v)
 
 
 class TinyGPT(nn.Module):
@@ -140,15 +144,29 @@ class TinyGPT(nn.Module):
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, len(VOCAB))
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, *, cache: list | None = None) -> torch.Tensor:
+        """Logits (N, L, V) for token ids (N, L).
+
+        ``cache``, a list, makes this an incremental decoder: pass ``[]`` with the prompts
+        (it is filled with each block's keys and values), then the same list with one new
+        token per row at a time. Sampling is then one short forward pass per token, not a
+        pass over the whole sequence; the logits are the same.
+        """
         N, L = ids.shape
-        if L > self.max_len:
-            raise ValueError(f"ids: expected at most max_len = {self.max_len} tokens, got {L}")
+        start = cache[0][0].shape[2] if cache else 0                       # tokens cached
+        if start + L > self.max_len:
+            raise ValueError(f"ids: expected at most max_len = {self.max_len} tokens, got "
+                             f"{start + L}")
+        if cache and L != 1:
+            raise ValueError(f"ids: expected one new token per row with a filled cache, got {L}")
         x = self.tok_emb(ids)                                              # (N, L, D)
         if self.pos_emb is not None:
-            x = x + self.pos_emb(torch.arange(L, device=ids.device))       # + (L, D)
-        for block in self.blocks:
-            x = block(x)
+            x = x + self.pos_emb(torch.arange(start, start + L, device=ids.device))  # + (L, D)
+        filled = bool(cache)
+        for i, block in enumerate(self.blocks):
+            x, kv = block(x, cache[i] if filled else None)
+            if cache is not None:
+                cache[i:i + 1] = [kv]                                      # (N, nh, start+L, hs)
         return self.head(self.ln_f(x))                                     # (N, L, V)
 
 
@@ -170,12 +188,15 @@ def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, minimum=1)
     temperature = check_real("temperature", temperature, minimum=0.0)
     N = prompts.shape[0]
-    seq = prompts
     done = torch.zeros(N, dtype=torch.bool, device=prompts.device)
     zero = torch.zeros(N, device=prompts.device)
     tokens, mask, logps, entropies = [], [], [], []
-    for _ in range(max_new_tokens):
-        logits = model(seq)[:, -1, :].float()                              # (N, V)
+    cache = []                                          # keys and values: each token once
+    logits = model(prompts, cache=cache)[:, -1, :]                         # (N, V)
+    for t in range(max_new_tokens):
+        if t:
+            logits = model(nxt[:, None], cache=cache)[:, -1, :]            # (N, V)
+        logits = logits.float()
         if temperature > 0:
             logits = logits / temperature                                  # what is sampled
         logprobs = F.log_softmax(logits, dim=-1)                           # (N, V)
@@ -191,7 +212,6 @@ def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
             h = -(logprobs.exp() * logprobs).sum(-1)                       # (N,)
             entropies.append(torch.where(done, zero, h))
         done = done | (nxt == EOS)
-        seq = torch.cat([seq, nxt[:, None]], dim=1)                        # (N, P + t + 1)
         if bool(done.all()):
             break
     out = (torch.stack(tokens, 1), torch.stack(mask, 1), torch.stack(logps, 1))

@@ -192,6 +192,9 @@ def update(run: Run, batch: Rollout, adv: torch.Tensor) -> dict:
         torch.nn.utils.clip_grad_norm_(run.policy.parameters(), cfg.max_grad_norm)
         run.optimizer.step()
         diag["loss"] = loss.item()
+    if ref_logp is not None:             # one token's KL estimate can dwarf the mean: log it
+        per_token = glt.KL_ESTIMATORS[cfg.kl](logp.detach(), ref_logp)       # (N, T)
+        diag["kl_max"] = float(per_token[batch.mask].max())
     return diag
 
 
@@ -213,6 +216,7 @@ def grpo_step(run: Run) -> dict:
         "zero_spread": float(np.mean(spread == 0)),
         "clip_frac": diag["clip_frac"],
         "kl": diag["mean_kl"] if diag["mean_kl"] is not None else 0.0,
+        "kl_max": diag.get("kl_max", 0.0),
         "approx_kl": diag["approx_kl"],
         "loss": diag["loss"],
     }

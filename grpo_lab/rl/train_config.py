@@ -130,6 +130,8 @@ METRICS = {
     "zero_spread": "share of groups whose G rewards are all equal: no advantage, no gradient",
     "clip_frac": "share of tokens whose ratio was clipped on the last inner iteration",
     "kl": "mean per-token KL estimate (config.kl) of the policy against the frozen reference",
+    "kl_max": "the largest per-token KL estimate of the step: one rare token the policy has "
+              "left but the reference liked can make the mean spike",
     "approx_kl": "k3 estimate of KL(pi_old || pi_theta) on the last inner iteration: how far "
                  "the updates on this batch moved the policy",
     "loss": "the GRPO loss on the last inner iteration",

@@ -117,6 +117,23 @@ def test_a_run_at_temperature_below_one_starts_on_policy():
     assert diag["clip_frac"] == 0.0 and diag["mean_ratio"] == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.parametrize("positions, n_layer", [(False, 1), (True, 2)])
+def test_the_kv_cache_gives_the_logits_of_a_full_forward_pass(positions, n_layer):
+    torch.manual_seed(0)
+    model = tp.TinyGPT(d_model=16, n_head=2, n_layer=n_layer, max_len=12, positions=positions)
+    ids = torch.randint(0, len(tp.VOCAB), (5, 12))
+    full = model(ids)                                                  # (5, 12, V)
+    cache = []
+    steps = [model(ids[:, :7], cache=cache)[:, -1]]
+    steps += [model(ids[:, t:t + 1], cache=cache)[:, -1] for t in range(7, 12)]
+    torch.testing.assert_close(torch.stack(steps, 1), full[:, 6:], rtol=1e-5, atol=1e-5)
+    assert len(cache) == n_layer and cache[0][0].shape == (5, 2, 12, 8)
+    with pytest.raises(ValueError, match="ids: expected at most max_len = 12 tokens, got 13"):
+        model(ids[:, :1], cache=cache)
+    with pytest.raises(ValueError, match="ids: expected one new token per row"):
+        model(ids[:, :2], cache=cache[:1] and [(c[0][:, :, :3], c[1][:, :, :3]) for c in cache])
+
+
 def test_greedy_sampling_is_deterministic():
     torch.manual_seed(1)
     model = tp.TinyGPT(d_model=16, n_head=2, max_len=16)
