@@ -28,10 +28,10 @@ import numpy as np
 from grpo_lab.numerics.validate import (as_array, as_float_array, as_mask, check_int, check_real, check_shape,
                                         describe)
 
-__all__ = ["EPS_HEADROOM_BITS", "K3_SERIES_BELOW", "K3_SERIES_TERMS", "centred_deviations", "check_block_input",
-           "check_log_ratio_arguments", "divide_or_zero", "k3_from_log_ratio", "k3_series",
-           "log_ratio", "logsumexp", "masked_mean", "power_of_two_rescale",
-           "scale_by_power_of_two", "std_from_deviations"]
+__all__ = ["EPS_HEADROOM_BITS", "K3_SERIES_BELOW", "K3_SERIES_TERMS", "centred_deviations",
+           "check_block_input", "check_divide_or_zero_arguments", "check_log_ratio_arguments",
+           "divide_or_zero", "k3_from_log_ratio", "k3_series", "log_ratio", "logsumexp",
+           "masked_mean", "power_of_two_rescale", "scale_by_power_of_two", "std_from_deviations"]
 
 #: Below this ``|d|``, k3 is summed as a series: ``expm1(-d) + d`` would lose -log2|d| bits.
 K3_SERIES_BELOW = 0.1
@@ -41,13 +41,17 @@ EPS_HEADROOM_BITS = 1000
 K3_SERIES_TERMS = 13
 
 
-def check_block_input(name: str, x, *, mask=None, min_ndim: int = 1, min_size: int = 0):
+def check_block_input(name: str, x, *, mask=None, min_ndim: int = 1, min_size: int = 0,
+                      mask_required: bool = False):
     """The one cheap check of a building block: a real array of at least ``min_ndim`` dimensions
     and ``min_size`` elements.
 
     Ints and bools come back as float64; floats as given (not copied). A ``mask`` must have
-    ``x``'s shape and comes back as bools. No scan for NaN: that is the public function's job.
+    ``x``'s shape and comes back as bools; None is no mask, unless ``mask_required``. No scan
+    for NaN: that is the public function's job.
     """
+    if mask is None and mask_required:
+        raise TypeError(f"mask: expected a mask of 0/1 or bools (the shape of {name}), got None")
     if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.size >= min_size:
         arr = x                                        # the usual case, checked in O(1)
     else:
@@ -176,8 +180,23 @@ def divide_or_zero(num, den):
     array([[ 2., -2.],
            [ 0.,  0.]])
     """
+    num, den = check_divide_or_zero_arguments(num, den)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def check_divide_or_zero_arguments(num, den):
+    """``(num, den)`` for :func:`divide_or_zero`: real arrays, ``den`` broadcasting over ``num``
+    without changing its shape (a (B, 1) std over (B, G) advantages, or a scalar)."""
     num, _ = check_block_input("num", num)
-    return np.divide(num, den, out=np.zeros_like(num), where=np.asarray(den) > 0)
+    den, _ = check_block_input("den", den, min_ndim=0)
+    try:
+        fits = np.broadcast_shapes(num.shape, den.shape) == num.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"den: expected a shape that broadcasts over num's {num.shape}, such "
+                         f"as (B, 1) for num (B, G), got {describe(den)}")
+    return num, den
 
 
 # --- chapter 3: k3 without cancellation --------------------------------------------------------
@@ -321,7 +340,7 @@ def masked_mean(x, mask, axis=None):
     >>> gl.masked_mean(x, [[1, 1, 0], [1, 1, 1]]), gl.masked_mean(x, [[1, 1, 0], [1, 1, 1]], axis=-1)
     (np.float64(2.0), array([2., 2.]))
     """
-    x, mask = check_block_input("x", x, mask=mask)
+    x, mask = check_block_input("x", x, mask=mask, mask_required=True)
     kept, n = np.where(mask, x, 0.0), mask.sum(axis=axis)         # padding -> 0, counts
     with np.errstate(over="ignore"):
         total = kept.sum(axis=axis)

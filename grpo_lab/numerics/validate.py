@@ -320,6 +320,8 @@ def as_mask(name: str, x, shape: tuple | None, shape_doc: str = "", *, backend: 
 def valid_lengths(m):
     """Valid tokens per sequence, (N,), from a mask (N, T) of 0/1 or bools, array or tensor;
     a sequence without one has no mean, and is almost always a masking bug."""
+    if m.shape[0] == 0:
+        raise ValueError(f"mask: expected at least one sequence (row), got {describe(m)}")
     lengths = m.sum(-1)                                           # (N,)
     empty = [i for i, n in enumerate((lengths == 0).tolist()) if n]
     if empty:

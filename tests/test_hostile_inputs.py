@@ -1,0 +1,388 @@
+"""Hostile input across the public NumPy API: a clear error that names the argument, or a
+documented right answer (issue 15).
+
+The sweep feeds a table of hostile values (NaN, inf, None, a string, a ragged list, a 0-d
+array, an empty array, bools, complex numbers, an object array, a torch tensor that requires
+grad, a bfloat16 tensor) to every array argument of every public array function, one argument
+at a time, the others valid. Each must either raise a ``ValueError`` / ``TypeError`` whose
+message names that argument, or, where the package documents an answer (bools and ints are
+read as float64; a CPU tensor is read as NumPy reads it, bfloat16 as ml_dtypes' bfloat16; a
+building block lets NaN through as NumPy does), return exactly what the equivalent plain
+array gives. The cases of the issue's list follow, one test each, with the answers worked by
+hand. The fused losses and the command lines have their own tests (tests/perf, tests/rl).
+"""
+
+import re
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import grpo_lab as gl
+
+torch = pytest.importorskip("torch")
+
+# --- valid inputs: N = 2 sequences of T = 3 tokens; B = 1 prompt with G = 2 completions --------
+L = np.log([[0.5, 0.25, 0.25], [0.3, 0.3, 0.4]])             # (N, T) logp
+OLD, REF = L + 0.1, L - 0.1                                  # (N, T)
+MASK = np.array([[1, 1, 0], [1, 1, 1]])                      # (N, T), one padded token
+R23 = np.array([[1.0, 0.0, 2.0], [3.0, 1.0, 1.0]])           # (2, 3) rewards, 2 groups of 3
+STEPS = np.array([[[1.0, 2.0], [3.0, 4.0]]])                 # (B, G, K) = (1, 2, 2)
+STEP_MASK = np.array([[[1, 1], [1, 0]]])
+
+# name: (function, valid keyword arguments, {array argument: its kind}); kinds: "float" (any
+# real dtype), "mask" (0/1 or bools), "int" (token ids, counts: integer dtypes only).
+K = gl.kl_theory
+API = {
+    "group_advantages": (gl.group_advantages, dict(rewards=R23), {"rewards": "float"}),
+    "group_advantages_fast": (gl.group_advantages_fast, dict(rewards=R23), {"rewards": "float"}),
+    "centred_deviations": (gl.centred_deviations, dict(x=R23, mask=MASK), {"x": "float", "mask": "mask"}),
+    "std_from_deviations": (gl.std_from_deviations, dict(dev=R23 - R23.mean(1, keepdims=True)),
+                            {"dev": "float"}),
+    "power_of_two_rescale": (gl.power_of_two_rescale, dict(x=R23), {"x": "float"}),
+    "scale_by_power_of_two": (gl.scale_by_power_of_two, dict(x=R23, k=3), {"x": "float"}),
+    "divide_or_zero": (gl.divide_or_zero, dict(num=R23, den=np.array([[2.0], [0.0]])),
+                       {"num": "float", "den": "float"}),
+    "gae": (gl.gae, dict(rewards=R23, values=np.zeros((2, 4)), gamma=0.9, lam=0.9),
+            {"rewards": "float", "values": "float"}),
+    "surrogate_from_ratio": (gl.surrogate_from_ratio, dict(ratio=np.exp(L - OLD), adv=np.ones((2, 1))),
+                             {"ratio": "float", "adv": "float"}),
+    "clipped_surrogate_loss": (gl.clipped_surrogate_loss, dict(logp=L, old_logp=OLD, adv=np.array([1.0, -1.0])),
+                               {"logp": "float", "old_logp": "float", "adv": "float"}),
+    "surrogate_grad_logp": (gl.surrogate_grad_logp, dict(logp=L, old_logp=OLD, adv=np.array([1.0, -1.0])),
+                            {"logp": "float", "old_logp": "float", "adv": "float"}),
+    "sequence_ratio": (gl.sequence_ratio, dict(logp=L, old_logp=OLD, mask=MASK),
+                       {"logp": "float", "old_logp": "float", "mask": "mask"}),
+    "aggregation_weights": (gl.aggregation_weights, dict(mask=MASK, mode="dapo"), {"mask": "mask"}),
+    "aggregate_loss": (gl.aggregate_loss, dict(per_token_loss=L, mask=MASK, mode="grpo"),
+                       {"per_token_loss": "float", "mask": "mask"}),
+    "grpo_loss": (gl.grpo_loss, dict(logp=L, old_logp=OLD, ref_logp=REF, adv=np.array([1.0, -1.0]),
+                                     mask=MASK),
+                  {"logp": "float", "old_logp": "float", "ref_logp": "float", "adv": "float",
+                   "mask": "mask"}),
+    "grpo_diagnostics": (gl.grpo_diagnostics, dict(logp=L, old_logp=OLD, ratio=np.exp(L - OLD),
+                                                   adv=np.ones((2, 1)), mask=MASK),
+                         {"logp": "float", "old_logp": "float", "ratio": "float", "adv": "float",
+                          "mask": "mask"}),
+    "masked_mean": (gl.masked_mean, dict(x=L, mask=MASK), {"x": "float", "mask": "mask"}),
+    "kl_k1": (gl.kl_k1, dict(logp=L, ref_logp=REF), {"logp": "float", "ref_logp": "float"}),
+    "kl_k2": (gl.kl_k2, dict(logp=L, ref_logp=REF), {"logp": "float", "ref_logp": "float"}),
+    "kl_k3": (gl.kl_k3, dict(logp=L, ref_logp=REF), {"logp": "float", "ref_logp": "float"}),
+    "kl_k3_plus": (gl.kl_k3_plus, dict(logp=L, ref_logp=REF), {"logp": "float", "ref_logp": "float"}),
+    "kl_grad_logp": (gl.kl_grad_logp, dict(logp=L, ref_logp=REF), {"logp": "float", "ref_logp": "float"}),
+    "kl_shaped_rewards": (gl.kl_shaped_rewards, dict(rewards=np.array([[1.0, 0.0]]), old_logp=OLD,
+                                                     ref_logp=REF, mask=MASK, beta=0.1),
+                          {"rewards": "float", "old_logp": "float", "ref_logp": "float",
+                           "mask": "mask"}),
+    "k3_series": (gl.k3_series, dict(d=L - REF), {"d": "float"}),
+    "k3_from_log_ratio": (gl.k3_from_log_ratio, dict(d=L - REF), {"d": "float"}),
+    "log_ratio": (gl.log_ratio, dict(logp=L, old_logp=OLD), {"logp": "float", "old_logp": "float"}),
+    "logsumexp": (gl.logsumexp, dict(z=R23), {"z": "float"}),
+    "log_softmax": (gl.log_softmax, dict(logits=R23), {"logits": "float"}),
+    "token_logprobs": (gl.token_logprobs, dict(logits=R23[None], tokens=np.array([[0, 2]])),
+                       {"logits": "float", "tokens": "int"}),
+    "sequence_logprob_sum": (gl.sequence_logprob_sum, dict(logp=L, mask=MASK),
+                             {"logp": "float", "mask": "mask"}),
+    "sequence_logprob_mean": (gl.sequence_logprob_mean, dict(logp=L, mask=MASK),
+                              {"logp": "float", "mask": "mask"}),
+    "round_trip": (gl.round_trip, dict(x=R23, dtype="bfloat16"), {"x": "float"}),
+    "rounded_matmul": (gl.rounded_matmul, dict(a=R23, b=R23.T, dtype="float16"),
+                       {"a": "float", "b": "float"}),
+    "process_advantages": (gl.process_advantages, dict(step_rewards=STEPS, step_mask=STEP_MASK),
+                           {"step_rewards": "float", "step_mask": "mask"}),
+    "steps_to_tokens": (gl.steps_to_tokens, dict(step_values=STEPS, step_lengths=np.array([[[1, 2], [2, 0]]])),
+                        {"step_values": "float", "step_lengths": "int"}),
+    "weighted_sum": (gl.weighted_sum, dict(rewards=np.stack([R23, R23]), weights=np.array([1.0, 0.5])),
+                     {"rewards": "float", "weights": "float"}),
+    "normalise_then_sum": (gl.normalise_then_sum, dict(rewards=np.stack([R23, R23 * 2]),
+                                                       weights=np.array([1.0, 0.5])),
+                           {"rewards": "float", "weights": "float"}),
+    "overlong_penalty": (gl.overlong_penalty, dict(lengths=np.array([10, 18, 21]), max_len=20, cache_len=4),
+                         {"lengths": "int"}),
+    "kl_categorical": (K.kl_categorical, dict(logits=np.array([0.0, 1.0]), ref_logits=np.array([1.0, 0.0])),
+                       {"logits": "float", "ref_logits": "float"}),
+    "kl_categorical_grad": (K.kl_categorical_grad, dict(logits=np.array([0.0, 1.0]),
+                                                        ref_logits=np.array([1.0, 0.0])),
+                            {"logits": "float", "ref_logits": "float"}),
+    "estimator_grad_table": (K.estimator_grad_table, dict(estimator=gl.kl_k3, logits=np.array([0.0, 1.0]),
+                                                          ref_logits=np.array([1.0, 0.0])),
+                             {"logits": "float", "ref_logits": "float"}),
+    "kl_regularised_policy": (K.kl_regularised_policy, dict(rewards=np.array([1.0, 0.0]),
+                                                            ref_logits=np.array([0.0, 0.0]), beta=0.5),
+                              {"rewards": "float", "ref_logits": "float"}),
+}
+
+# The careful-numerics building blocks check only what is cheap: NaN and inf pass through them
+# as through NumPy (numerics/stable.py's docstring; surrogate_from_ratio's check says it is a
+# building block's); every other function refuses them.
+BLOCKS = {"centred_deviations", "std_from_deviations", "power_of_two_rescale",
+          "scale_by_power_of_two", "divide_or_zero", "k3_series", "k3_from_log_ratio",
+          "log_ratio", "logsumexp", "masked_mean", "surrogate_from_ratio"}
+
+
+def _ragged(v):
+    """The valid value as nested lists, with one more row that is one entry short."""
+    rows = np.asarray(v).tolist()
+    if np.ndim(v) == 1:
+        return [rows[0], rows[1:]]                         # a number beside a list
+    return rows + [rows[0][:-1]]
+
+
+def _with_first(v, value):
+    out = np.array(v, dtype=np.float64)
+    out.flat[0] = value
+    return out
+
+
+HOSTILE = {   # name: (make it from the valid value, does it have a documented answer?)
+    "nan": (lambda v: _with_first(v, np.nan), "blocks"),
+    "inf": (lambda v: _with_first(v, np.inf), "blocks"),
+    "None": (lambda v: None, "never"),
+    "string": (lambda v: "abc", "never"),
+    "ragged": (_ragged, "never"),
+    "0-d": (lambda v: np.asarray(v).ravel()[0].astype(np.float64), "maybe"),
+    "empty": (lambda v: np.zeros((0,) + np.shape(v)[1:]), "maybe"),
+    "bool": (lambda v: np.asarray(v) != 0, "maybe"),
+    "complex": (lambda v: np.asarray(v).astype(np.complex128), "never"),
+    "object": (lambda v: np.asarray(v).astype(object), "never"),
+    "tensor-grad": (lambda v: torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=True), "never"),
+    "tensor-bf16": (lambda v: torch.tensor(np.asarray(v, dtype=np.float32)).to(torch.bfloat16), "maybe"),
+}
+
+
+def _plain(value):
+    """The plain NumPy array a documented conversion gives (what the answer must equal)."""
+    if torch.is_tensor(value):                                 # bfloat16, exactly
+        return value.float().numpy().astype(ml_dtypes.bfloat16)
+    return value
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if a is None or b is None:
+        return a is b
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and bool(
+        np.all((a == b) | (np.isnan(a.astype(np.float64)) & np.isnan(b.astype(np.float64)))))
+
+
+def _names(message: str, args) -> bool:
+    """The message is about one of ``args``: "arg: ..." or a list of inputs "a, arg: ..."."""
+    head = message.split(":")[0]
+    return any(re.fullmatch(rf"[\w, ]*\b{arg}\b[\w, ]*", head) for arg in args)
+
+
+# Arguments whose default is None: None is then the documented "no mask".
+OPTIONAL = {("centred_deviations", "mask")}
+# An empty or 0-d value changes the shape: the mismatch may be reported at the other argument
+# of the pair (masked_mean(x=empty) says "mask: expected shape (0, 3) (the shape of x)").
+SHAPE_KINDS = {"empty", "0-d"}
+
+
+CASES = [(name, arg, kind) for name, (_, _, args) in API.items() for arg in args for kind in HOSTILE]
+
+
+@pytest.mark.parametrize("name, arg, kind", CASES, ids=[f"{n}-{a}-{k}" for n, a, k in CASES])
+def test_hostile_value_gets_a_named_error_or_the_documented_answer(name, arg, kind):
+    fn, valid, args = API[name]
+    make, answer = HOSTILE[kind]
+    value = make(valid[arg])
+    passes_nan = answer == "blocks" and name in BLOCKS   # inf - inf warns there, as in NumPy
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if passes_nan else "error")   # else no RuntimeWarning
+        try:
+            got = fn(**{**valid, arg: value})
+        except (TypeError, ValueError) as err:
+            named = list(args) if kind in SHAPE_KINDS else [arg]
+            assert _names(str(err), named), f"{name}({arg}={kind}) raised without naming {arg}: {err}"
+            assert "inhomogeneous" not in str(err)
+            return
+        documented = answer == "maybe" or passes_nan or (kind == "None" and (name, arg) in OPTIONAL)
+        assert documented, f"{name}({arg}={kind}) was accepted: {got!r}"
+        expected = fn(**{**valid, arg: _plain(value)})
+    assert _same(got, expected), f"{name}({arg}={kind}): {got!r} != {expected!r}"
+
+
+def test_the_sweep_covers_every_public_array_function():
+    """A new public function with an array argument must join the table above."""
+    skip = {"show_source", "training_memory", "as_dtype",
+            "unit_roundoff", "error_table", "accuracy_reward", "format_reward"}
+    public = {n for n in gl.__all__ if callable(getattr(gl, n)) and not isinstance(getattr(gl, n), type)
+              and not n.isupper() and n not in gl._MODULES}
+    assert public - skip - set(API) == set()
+
+
+# --- the issue's list, one test per item, answers worked by hand ------------------------------
+
+def test_log_softmax_refuses_log_probs_past_the_result_dtype_instead_of_minus_inf():
+    # float32 logits 3e38, -3e38: log p = [0, -6e38]; -6e38 is below float32's -3.4e38, so a
+    # float32 result would be -inf (and NaN in the first logp - old_logp): refused, naming
+    # logits and the dtype that holds it. In float64 it is the plain value.
+    z = np.array([3e38, -3e38], dtype=np.float32)
+    for fn in (gl.log_softmax, lambda z: gl.token_logprobs(z[None], [1])):
+        with pytest.raises(ValueError, match=r"^logits: the log-probabilities do not fit in "
+                                             r"float32 .*such as float64"):
+            fn(z)
+    got = gl.log_softmax(z.astype(np.float64))        # z is exact in float64: 3e38 rounded
+    assert got.dtype == np.float64 and got[0] == 0.0
+    assert got[1] == -2 * np.float64(np.float32(3e38))  # log(1 + e^-6e38) = 0 exactly
+    # float64 1e308, -1e308: the gap itself is past float64's range; no float holds log p.
+    with pytest.raises(ValueError, match=r"^logits: .*do not fit in float64.*no float is wider"):
+        gl.log_softmax(np.array([1e308, -1e308]))
+    # ... but the token that is there has its answer: log p(token 0) = 0, and the logsumexp
+    # of such logits is 1e308 + log(1 + 0) = 1e308.
+    assert gl.token_logprobs(np.array([[1e308, -1e308]]), [0]).tolist() == [0.0]
+    assert gl.logsumexp(np.array([[1e308, -1e308]])).tolist() == [[1e308]]
+    # Two equal huge logits and a third 1e308 below: -log 2, -log 2, -1e308 - log 2 = -1e308.
+    got = gl.log_softmax(np.array([1e308, 1e308, 0.0]))
+    assert got[0] == got[1] == -np.log(2.0) and got[2] == -1e308
+
+
+def test_sequence_logprob_sum_refuses_a_sum_past_its_dtype_and_the_mean_still_fits():
+    lp = np.array([[-3e38, -3e38]], dtype=np.float32)          # sum -6e38 < float32's -3.4e38
+    with pytest.raises(ValueError, match=r"^logp: the sums over the tokens do not fit in "
+                                         r"float32 .*such as float64"):
+        gl.sequence_logprob_sum(lp, [[1, 1]])
+    assert gl.sequence_logprob_sum(lp.astype(np.float64), [[1, 1]]).tolist() == [
+        2 * float(np.float32(-3e38))]
+    assert gl.sequence_logprob_sum(lp, [[1, 0]]).tolist() == [float(np.float32(-3e38))]  # padding
+    with pytest.raises(ValueError, match=r"^logp: the sums .* float64.*no float is wider"):
+        gl.sequence_logprob_sum(np.array([[-1e308, -1e308]]), [[1, 1]])
+    # The mean of -1e308 and -1e308 is -1e308, although their sum is past float64's range.
+    assert gl.sequence_logprob_mean(np.array([[-1e308, -1e308, 5.0]]), [[1, 1, 0]]).tolist() == [-1e308]
+    assert gl.masked_mean(np.array([[1e308, 1e308], [1.0, 3.0]]), [[1, 1], [1, 1]], axis=-1).tolist() == [1e308, 2.0]
+    assert float(gl.masked_mean(np.array([1.5e308, 1.5e308, 0.0]), [1, 1, 0])) == 1.5e308
+
+
+def _stationary(pi, rewards, ref_logits, beta, direction):
+    """The optimality condition of kl_regularised_policy's objective, as a relative residual.
+
+    reverse: log pi - log pi_ref - r / beta is the same for every token;
+    forward: r + beta pi_ref / pi is the same for every token (= lam).
+    """
+    ref_p = np.exp(gl.log_softmax(np.asarray(ref_logits, dtype=np.float64)))
+    r = np.asarray(rewards, dtype=np.float64)
+    if direction == "reverse":
+        c = np.log(pi) - np.log(ref_p) - r / beta
+    else:
+        c = r + beta * ref_p / pi
+    return float(np.ptp(c) / max(1.0, np.abs(c).max()))
+
+
+def test_kl_regularised_policy_tiny_beta_forward_is_the_right_policy_not_nan():
+    # rewards [1, 0], pi_ref uniform, beta = 1e-17: pi = beta/2 / (lam - r) with lam = 1 + t,
+    # 0.5e-17 / t + 0.5e-17 / (1 + t) = 1, so t = 5e-18 (to 1e-17 relative) and
+    # pi = [1 - 5e-18, 5e-18]: in float64 [1.0, 5e-18].
+    pi = gl.kl_theory.kl_regularised_policy([1, 0], [0, 0], 1e-17, direction="forward")
+    assert pi[0] == 1.0 and pi[1] == pytest.approx(5e-18, rel=1e-12)
+    for beta in (1e-300, 1e-17, 1e-3, 1.0, 1e3, 1e300):
+        for direction in ("reverse", "forward"):
+            pi = gl.kl_theory.kl_regularised_policy([1.0, 0.0, -2.0], [0.0, 1.0, 0.0], beta,
+                                                    direction=direction)
+            assert np.isfinite(pi).all() and pi.sum() == pytest.approx(1.0, abs=1e-15)
+            if 1.0 <= beta <= 1e3:                     # every probability away from 0
+                assert _stationary(pi, [1.0, 0.0, -2.0], [0.0, 1.0, 0.0], beta, direction) < 1e-12
+    # beta -> 0: all the mass on the best token; beta -> inf: pi -> pi_ref, in both directions.
+    ref_p = np.exp(gl.log_softmax(np.array([0.0, 1.0, 0.0])))
+    for direction in ("reverse", "forward"):
+        small = gl.kl_theory.kl_regularised_policy([1.0, 0.0, -2.0], [0.0, 1.0, 0.0], 1e-300,
+                                                   direction=direction)
+        large = gl.kl_theory.kl_regularised_policy([1.0, 0.0, -2.0], [0.0, 1.0, 0.0], 1e300,
+                                                   direction=direction)
+        assert small.tolist()[0] == 1.0 and np.allclose(large, ref_p, rtol=1e-12)
+
+
+def test_kl_regularised_policy_huge_rewards_give_the_answer_or_name_rewards():
+    # Only r / beta matters: rewards [1e300, 0] with beta 1e300 is rewards [1, 0] with beta 1,
+    # e / (1 + e) reverse, 1/sqrt(2) forward (the docstring's examples).
+    for direction, first in (("reverse", np.e / (1 + np.e)), ("forward", 2 ** -0.5)):
+        pi = gl.kl_theory.kl_regularised_policy([1e300, 0.0], [0.0, 0.0], 1e300, direction=direction)
+        assert pi[0] == pytest.approx(first, rel=1e-14)
+        pi = gl.kl_theory.kl_regularised_policy([1e300, 0.0], [0.0, 0.0], 1e-10, direction=direction)
+        assert pi.tolist() == [1.0, 0.0] if direction == "reverse" else pi[0] == 1.0
+    for args, name in ((([1e308, -1e308], [0.0, 0.0]), "rewards"),
+                       (([1.0, 0.0], [1e308, -1e308]), "ref_logits")):
+        with pytest.raises(ValueError, match=rf"^{name}: expected values less than 1.798e\+308 apart"):
+            gl.kl_theory.kl_regularised_policy(*args, 1.0)
+    with pytest.raises(ValueError, match=r"^ref_logits: expected values less than"):
+        gl.kl_theory.kl_categorical([0.0, 1.0], [1e308, -1e308])
+
+
+@pytest.mark.parametrize("call", [lambda: gl.round_trip([0.1], None), lambda: gl.as_dtype(None),
+                                  lambda: gl.unit_roundoff(None), lambda: gl.as_dtype(True),
+                                  lambda: gl.rounded_matmul([[1.0]], [[1.0]], None)])
+def test_a_missing_dtype_is_refused_not_read_as_float64(call):
+    with pytest.raises(TypeError, match=r"^dtype: expected one of float16, bfloat16, float32, "
+                                        r"float64 .*got (NoneType None|bool True)"):
+        call()
+
+
+@pytest.mark.parametrize("flag", ["no", "False", 0, 1, None, 0.0, [True]])
+@pytest.mark.parametrize("name", ["reward_model", "reference"])
+def test_training_memory_flags_must_be_bools(name, flag):
+    with pytest.raises(TypeError, match=rf"^{name}: expected True or False"):
+        gl.training_memory("grpo", 10, **{name: flag})
+    with_flag = gl.training_memory("grpo", 10, **{name: np.bool_(False)})
+    assert name not in with_flag                     # NumPy's bool is a bool; the role is gone
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: gl.group_advantages([[1.0, 2.0], [3.0]]), "rewards"),
+    (lambda: gl.sequence_ratio(L, OLD, [[1, 1, 1], [1, 1]]), "mask"),
+    (lambda: gl.grpo_loss(L, OLD, REF, np.array([1.0, -1.0]), [[1, 1, 1], [1, 1]]), "mask"),
+    (lambda: gl.aggregation_weights([[1, 1], [1]], "grpo"), "mask"),
+    (lambda: gl.token_logprobs(R23[None], [[0, 1], [2]]), "tokens"),
+    (lambda: gl.steps_to_tokens(STEPS, [[[1, 2], [2]]]), "step_lengths"),
+])
+def test_a_ragged_list_is_named_with_its_row_lengths(call, name):
+    with pytest.raises(ValueError, match=rf"^{name}: expected .* whose rows all have one length, "
+                                         r"got a ragged list \(row lengths \["):
+        call()
+
+
+def test_a_torch_tensor_is_read_exactly_or_refused_by_name():
+    r = torch.tensor([[1.0, 0.0, 2.0]], requires_grad=True)
+    with pytest.raises(TypeError, match=r"^rewards: .*got a tensor that requires grad .*"
+                                        r"grpo_lab.torch has the same functions.*rewards.detach"):
+        gl.group_advantages(r)
+    with pytest.raises(TypeError, match=r"^mask: .*got a tensor on meta"):
+        gl.sequence_logprob_sum(L, torch.ones(2, 3, device="meta"))
+    with pytest.raises(TypeError, match=r"^logits: .*float8_e4m3fn.*a dtype NumPy cannot hold"):
+        gl.log_softmax(torch.zeros(2, 3).to(torch.float8_e4m3fn))
+    # bfloat16 is read exactly, as ml_dtypes' bfloat16, and answers as that array does.
+    bf = torch.tensor([[1.0, 0.0, 2.5, 3.0]]).to(torch.bfloat16)
+    got = gl.group_advantages(bf)
+    assert got.dtype == ml_dtypes.bfloat16
+    assert _same(got, gl.group_advantages(np.array([[1.0, 0.0, 2.5, 3.0]], dtype=ml_dtypes.bfloat16)))
+    assert _same(gl.group_advantages(r.detach()), gl.group_advantages(r.detach().numpy()))
+
+
+SEEDED = [
+    lambda seed: gl.group_stats.sample_rewards(2, 4, seed=seed),
+    lambda seed: gl.group_stats.group_noise(4, n_groups=10, seed=seed),
+    lambda seed: gl.kl_theory.gaussian_log_probs(1.0, 3, seed=seed),
+    lambda seed: gl.book.ch03.kl_estimator_figure(n=10, seed=seed),
+    lambda seed: gl.book.ch04.cancellation_errors(gl.group_advantages, "float32", [1.0],
+                                                  n_groups=2, seed=seed),
+    lambda seed: gl.hidden_string.Task.make(seed=seed),
+    lambda seed: gl.hidden_string.train_toy(gl.hidden_string.ToyConfig(iterations=1), seed=seed),
+    lambda seed: gl.bench.bench_advantages((2, 4), 1, seed=seed),
+    lambda seed: __import__("grpo_lab.perf.baselines").perf.baselines.loss_inputs((2, 4), seed=seed),
+    lambda seed: gl.task.AdditionTask(seed=seed),
+    lambda seed: gl.train.TrainConfig(seed=seed),
+]
+
+
+@pytest.mark.parametrize("seed, exc", [("abc", TypeError), (1.5, TypeError), (True, TypeError),
+                                       (None, TypeError), (-1, ValueError)])
+@pytest.mark.parametrize("make", SEEDED, ids=["sample_rewards", "group_noise", "gaussian_log_probs",
+                                              "ch03_figure", "ch04_cancellation", "toy_task",
+                                              "train_toy", "bench_advantages", "loss_inputs",
+                                              "AdditionTask", "TrainConfig"])
+def test_every_seed_argument_is_checked_by_name(make, seed, exc):
+    with pytest.raises(exc, match=r"^seed: expected an integer"):
+        make(seed)
