@@ -48,7 +48,9 @@ def power_of_two_rescale(x, work, *, eps=0.0):
     ``torch.ldexp``, whose backward in torch 2.13 does not scale the gradient); one pass finds
     the largest magnitude, one writes the scaled copy (a new tensor, which the caller owns).
     With ``eps`` (> 0, a Python float added to the std in these units) the scale is also
-    small enough that ``eps * 2**s`` stays below 2**(e - 24), as in the reference.
+    small enough that ``eps * 2**s`` stays below 2**(e - 24), as in the reference, but never
+    below the smallest normal number: an eps that would need that (above 2**(2e - 26), so
+    float32 only) dwarfs every reward, and ``eps * 2**s`` may then be inf (advantages 0).
 
     >>> import torch, grpo_lab.torch as glt
     >>> x, up = glt.power_of_two_rescale(torch.tensor([3.0, -6.0, 0.5]), torch.float32)
@@ -58,8 +60,8 @@ def power_of_two_rescale(x, work, *, eps=0.0):
     e = math.frexp(torch.finfo(work).max)[1]                        # 128 in float32
     lo, hi = torch.aminmax(x.detach())
     _, k = torch.frexp(torch.maximum(-lo, hi).to(work))           # max|x| = m 2**k, m in [.5, 1)
-    s_max = min(e - 28, e - 24 - math.frexp(eps)[1])                # 2**s and eps 2**s finite
-    up = torch.exp2((e // 3 - k).clamp(max=s_max).to(work))        # 2**s, finite, exact
+    s_max = max(min(e - 28, e - 24 - math.frexp(eps)[1]), 2 - e)    # eps 2**s finite too
+    up = torch.exp2((e // 3 - k).clamp(2 - e, s_max).to(work))     # 2**s, normal, exact
     return x.to(work) * up, up                                     # (B, G), a new tensor
 
 
