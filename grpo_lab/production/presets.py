@@ -8,21 +8,20 @@ module holds those defaults, so the chapter and the tests use the same numbers:
 
 * :data:`PRESETS`: one :class:`Preset` per system, the grpo_lab keyword arguments that
   reproduce its defaults for a GRPO run, each field citing a source key;
-* :func:`default_loss`: one batch's policy loss under a preset, built from grpo_lab pieces;
+* :func:`default_loss`: one batch's policy loss under a preset: ``group_advantages`` then
+  ``grpo_loss`` with the preset's knobs;
 * the knob map, re-exported from :mod:`grpo_lab.production.knobs`, whose facts live in the
-  data file ``knobs.toml``: :data:`SOURCES` (the files read, each with its repository and the
-  commit read), :data:`KNOB_MAP` / :func:`knob_table` (one :class:`Row` per concept, from a
-  grpo_lab option to the setting of each system, every cell citing the sources it was read
-  in) and :func:`knob_map_markdown` (the map and its sources as a Markdown table).
+  data file ``knobs.toml``: :data:`SOURCES` (the files read, each with its release),
+  :data:`KNOB_MAP` / :func:`knob_table` (one :class:`Row` per concept, from a grpo_lab option
+  to the setting of each system, every cell citing file and line) and
+  :func:`knob_map_markdown` (the map and its sources as a Markdown table).
 
-What was read, and how far it goes: each system was read at the commits listed in
-:data:`SOURCES`, from a stored copy of its public repository. The config file and the code
-that uses it were not always available at the same commit, so a row can describe two commits;
-the row says which. A cell that says *not verified* was not read in any of these files: it is
-a pointer for the reader to check, not a fact. Defaults move between releases (older copies of
-TRL's ``grpo_config.py`` give ``beta`` 0.04, T1 gives 0.0; the trainer at T2 knows no
-``"dapo"``, which T1 makes the default ``loss_type``): check your version's files before you
-trust a number here.
+What was read: TRL 1.16.0, verl 0.9.1 and OpenRLHF 0.11.2, the wheels on PyPI.
+``tests/reference`` downloads those wheels, runs their own tensor code against
+:func:`default_loss`, the presets and the package's functions, and checks every citation and
+every stated default of the map, so a number here is a checked fact about those releases.
+Defaults move between releases (TRL's ``beta`` was 0.04 before 0.19, its ``loss_type`` became
+``"dapo"`` later, OpenRLHF's flags became namespaced): check your version's files.
 """
 
 from __future__ import annotations
@@ -32,16 +31,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
-from grpo_lab.core.aggregation import aggregate_loss
 from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
-from grpo_lab.core.surrogate import clipped_surrogate_loss
+from grpo_lab.core.loss import grpo_loss
 from grpo_lab.numerics.validate import as_float_array, as_mask, check_choice, check_shape
-from grpo_lab.production.knobs import (KNOB_MAP, SOURCES, Row, Source, knob_map_markdown,
-                                       knob_sources, knob_table)
+from grpo_lab.production.knobs import (KNOB_MAP, SOURCES, Cite, Row, Source, knob_map_markdown,
+                                       knob_sources, knob_table, parse_cite)
 
-__all__ = ["KL_ESTIMATORS", "KNOB_MAP", "PRESETS", "SOURCES", "Preset", "Row", "Source",
+__all__ = ["KL_ESTIMATORS", "KNOB_MAP", "PRESETS", "SOURCES", "Cite", "Preset", "Row", "Source",
            "check_default_loss_arguments", "default_loss", "knob_map_markdown", "knob_sources",
-           "knob_table"]
+           "knob_table", "parse_cite"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,9 @@ class Preset:
     estimators and :func:`grpo_lab.aggregate_loss`. ``kl_in`` is ``"loss"`` (a per-token
     term added to the loss), ``"reward"`` (subtracted from each token's reward, before the
     advantages) or ``"off"``; ``beta`` is the coefficient *in effect*, 0 when KL is off.
-    ``mask_truncated`` is None where no such switch was found in the files read.
+    ``mask_truncated`` is None where the system has no such switch. ``group_size`` is the
+    default G (1 for verl and OpenRLHF: a GRPO run must set it), ``steps_per_rollout`` the
+    optimiser steps each batch of rollouts feeds at the defaults (1 means on-policy).
     """
 
     name: str
@@ -67,20 +67,24 @@ class Preset:
     beta: float
     kl: str
     kl_clamp: float | None
+    kl_bias_correction: bool     # the KL weighted by the ratio (TRL's use_bias_correction_kl)
     agg: str
     level: str
     num_iterations: int
     mask_truncated: bool | None
+    group_size: int | None       # the default G (None: the caller's)
+    steps_per_rollout: int       # optimiser steps per batch of rollouts, at the defaults
     sources: tuple[str, ...]
     notes: tuple[str, ...] = field(default=())
 
     @property
     def version(self) -> str:
-        """The files and commits this preset was read from, one per line."""
+        """The files and releases this preset was read from, one per line."""
         return "\n".join(f"{SOURCES[k].repo}: {SOURCES[k].short}" for k in self.sources)
 
 
-#: One preset per system. Each value cites, in the comment beside it, the source it was read in.
+#: One preset per system. Each value cites, in the comment beside it, the file and line it
+#: was read at (the keys of SOURCES; tests/reference checks the values against the releases).
 PRESETS: dict[str, Preset] = {
     "grpo_lab": Preset(
         name="grpo_lab", system="grpo_lab", selects_grpo="gl.grpo_loss",
@@ -88,61 +92,69 @@ PRESETS: dict[str, Preset] = {
         advantages=dict(eps=1e-8, ddof=0, scale="group", baseline="mean"),
         eps_low=0.2, eps_high=0.2, dual_clip=None,
         kl_in="loss", beta=0.04, kl="k3", kl_clamp=None,        # grpo_loss's defaults (ch. 2-3)
-        agg="grpo", level="token", num_iterations=1, mask_truncated=None,
-        sources=("grpo_lab",),
+        kl_bias_correction=False,
+        agg="grpo", level="token", num_iterations=1, mask_truncated=None, group_size=None,
+        steps_per_rollout=1, sources=("grpo_lab",),
         notes=("DeepSeekMath's eq. 3 with the package's default arguments.",)),
     "trl": Preset(
         name="trl", system="TRL", selects_grpo="GRPOTrainer + GRPOConfig",
-        # T2: rewards.view(-1, G).std(dim=1) is torch's Bessel std; advantages / (std + 1e-4).
+        # T2 l. 2770, 2787: nanstd (Bessel, T3 l. 1041), advantages / (std_rewards + 1e-4).
         advantages=dict(eps=1e-4, ddof=1, scale="group", baseline="mean"),
-        eps_low=0.2, eps_high=0.2, dual_clip=None,   # T1: epsilon=0.2, epsilon_high=None
-        # T1: beta=0.0 ("the reference model is not loaded"); T2: k3 added to the loss, no clamp
-        kl_in="loss", beta=0.0, kl="k3", kl_clamp=None,
-        agg="dapo",                                  # T1: loss_type="dapo"
-        level="token",                               # T1: importance_sampling_level="token"
-        num_iterations=1,                            # T1: num_iterations=1
-        mask_truncated=False,                        # T1: mask_truncated_completions=False
-        sources=("T1", "T2"),
-        notes=("Defaults from GRPOConfig at T1; the advantage and loss code from GRPOTrainer "
-               "at T2, an older copy: its eps, std and k3 were not re-read at T1's commit.",
-               "TRL's 'dapo' divides by the tokens of the whole accumulated batch across "
-               "processes (T1); on one batch that is grpo_lab's 'dapo'.")),
+        eps_low=0.2, eps_high=0.2, dual_clip=None,   # T1 l. 693, 705: epsilon 0.2, high None;
+                                                     # T1 l. 697: delta None
+        # T1 l. 681: beta=0.0, so no reference model and no KL; with beta > 0, k3 in the loss
+        # (T2 l. 3101), weighted by the ratio (T1 l. 972 use_bias_correction_kl=True).
+        kl_in="loss", beta=0.0, kl="k3", kl_clamp=None, kl_bias_correction=True,
+        agg="dapo",                                  # T1 l. 801: loss_type="dapo"
+        level="token",                               # T1 l. 760: importance_sampling_level
+        num_iterations=1,                            # T1 l. 689
+        mask_truncated=False,                        # T1 l. 836
+        group_size=8,                                # T1 l. 480: num_generations=8
+        steps_per_rollout=1,                         # T1 l. 1099: one step per generation
+        sources=("T1", "T2", "T3"),
+        notes=("TRL 1.16.0's GRPOConfig defaults and GRPOTrainer code.",
+               "TRL's 'dapo' divides by the tokens of the whole generation batch over all "
+               "processes (T2 l. 3170); on one batch that is grpo_lab's 'dapo'.")),
     "verl": Preset(
         name="verl", system="verl", selects_grpo="algorithm.adv_estimator=grpo (default gae)",
-        # V2: torch.std (Bessel), (r - mean) / (std + epsilon), epsilon=1e-6;
-        # V1: algorithm.norm_adv_by_std_in_grpo=true.
+        # V2 l. 321, 326: torch.std (Bessel), (r - mean) / (std + epsilon), epsilon=1e-6;
+        # V1 l. 862: algorithm.norm_adv_by_std_in_grpo: true.
         advantages=dict(eps=1e-6, ddof=1, scale="group", baseline="mean"),
-        eps_low=0.2, eps_high=0.2,                   # V1: clip_ratio_low=0.2, clip_ratio_high=0.2
-        # V1: clip_ratio_c=3.0, always on in V2's vanilla loss.
-        dual_clip=3.0,
-        # V1: actor.use_kl_loss=false and algorithm.use_kl_in_reward=false: no KL at all.
-        # Switched on, the loss uses low_var_kl (k3, clamped to 10) with kl_loss_coef=0.001.
-        kl_in="off", beta=0.0, kl="k3", kl_clamp=10.0,
-        agg="bnpo",                                  # V1: loss_agg_mode=token-mean
-        level="token",                               # V1: policy_loss.loss_mode=vanilla
-        num_iterations=1,                            # V1: ppo_epochs=1
-        mask_truncated=None,                         # no such switch in V1
-        sources=("V1", "V2"),
-        notes=("verl's token-mean is a masked mean over one micro-batch (V2); how the "
-               "trainer combines micro-batches was not read.",)),
+        eps_low=0.2, eps_high=0.2,                   # V1 l. 85-87: clip_ratio(_low, _high) 0.2
+        dual_clip=3.0,                               # V1 l. 100: clip_ratio_c 3.0, always on
+        # V1 l. 106, 869: use_kl_loss and use_kl_in_reward false: no KL at all. Switched on,
+        # the loss uses low_var_kl (k3, clamped to 10, V2 l. 2245) with kl_loss_coef 0.001.
+        kl_in="off", beta=0.0, kl="k3", kl_clamp=10.0, kl_bias_correction=False,
+        agg="dapo",                                  # V1 l. 101: token-mean over the global
+                                                     # token count of the mini-batch (V3 l. 66)
+        level="token",                               # V1 l. 93: policy_loss.loss_mode vanilla
+        num_iterations=1,                            # V1 l. 111: ppo_epochs 1
+        mask_truncated=None,                         # no such switch
+        group_size=1,                                # V1 l. 329: rollout.n 1 (set it!)
+        steps_per_rollout=4,                         # V1 l. 506, 80: 1024 / 256 mini-batches
+        sources=("V1", "V2", "V3"),
+        notes=("verl 0.9.1's generated trainer config and its core_algos; the actor's loss "
+               "is composed in workers/utils/losses.py (ppo_loss).",)),
     "openrlhf": Preset(
         name="openrlhf", system="OpenRLHF",
-        selects_grpo="--advantage_estimator group_norm (default gae)",
-        # O3: (rewards - mean) / (rewards.std() + 1e-9), torch's Bessel std.
+        selects_grpo="--algo.advantage.estimator group_norm (default gae)",
+        # O3 l. 274: (rewards - mean) / (rewards.std() + 1e-9), torch's Bessel std.
         advantages=dict(eps=1e-9, ddof=1, scale="group", baseline="mean"),
-        eps_low=0.2, eps_high=0.2, dual_clip=None,   # O1: --eps_clip 0.2, --dual_clip None
-        # O1: --use_kl_loss off, so O3 puts -init_kl_coef * KL into every token's reward;
-        # O1: --kl_estimator k1, --init_kl_coef 0.01; O4: every estimator clamped to [-10, 10].
-        kl_in="reward", beta=0.01, kl="k1", kl_clamp=10.0,
-        agg="bnpo",                                  # O2: PolicyLoss(token_level_loss=True)
-        level="token",                               # O1: --policy_loss_type ppo
-        num_iterations=1,                            # O1: --max_epochs 1
-        mask_truncated=None,                         # no such flag in O1
-        sources=("O1", "O2", "O3", "O4"),
-        notes=("token_level_loss=True is PolicyLoss's own default (O2); how the actor "
-               "constructs PolicyLoss was not read.",
-               "O3 clamps the shaped reward to --reward_clip_range (-10, 10) before adding "
-               "the KL; that clamp is not modelled here.")),
+        eps_low=0.2, eps_high=0.2, dual_clip=None,   # O1 l. 406-408
+        # O1 l. 524: --algo.kl.use_loss off, so O3 puts -init_coef * KL into every token's
+        # reward; O1 l. 449, 438: estimator k1, init_coef 0.01; O4 l. 113: clamped to 10.
+        kl_in="reward", beta=0.01, kl="k1", kl_clamp=10.0, kl_bias_correction=False,
+        agg="dapo",                                  # O1 l. 440, O5 l. 80: token-mean over
+                                                     # the optimiser step's tokens
+        level="token",                               # O1 l. 439: --actor.policy_loss_type ppo
+        num_iterations=1,                            # O1 l. 397: --train.max_epochs 1
+        mask_truncated=None,                         # no such flag
+        group_size=1,                                # O1 l. 433: n_samples_per_prompt 1
+        steps_per_rollout=8,                         # O1 l. 392, 413: 1024 n / 128, for n = 1
+        sources=("O1", "O2", "O3", "O4", "O5"),
+        notes=("OpenRLHF 0.11.2's flags, PolicyLoss and compute_advantages_and_returns.",
+               "O3 clamps the normalised reward to --reward.clip_range (-10, 10) before "
+               "adding the KL; that clamp is not modelled here.")),
 }
 
 #: The KL estimators a preset names, by name.
@@ -180,20 +192,20 @@ def check_default_loss_arguments(name, rewards, logp, old_logp, mask, ref_logp):
 
 
 def default_loss(name, rewards, logp, old_logp, mask, *, ref_logp=None):
-    r"""One batch's policy loss under a system's defaults, built from grpo_lab pieces.
+    r"""One batch's policy loss under a system's defaults: ``group_advantages``, then
+    ``grpo_loss`` with the preset's knobs.
 
     The steps, each one grpo_lab function with the preset's options:
 
     1. advantages: :func:`grpo_lab.group_advantages` (eps, ddof, scale, baseline), one per
-       completion, then copied to its tokens;
+       completion;
     2. KL in the reward (OpenRLHF): every token's reward gets :math:`-\beta\, k(t)`, so the
        advantage of token t becomes :math:`A_i - \beta \sum_{t' \ge t} k(t')` (the reward-to-go
        with gamma 1 that OpenRLHF uses for ``group_norm``); the KL is read at sampling time,
        from ``old_logp``;
-    3. the clipped surrogate: :func:`grpo_lab.clipped_surrogate_loss` (eps_low, eps_high,
-       dual_clip);
-    4. KL in the loss (TRL, when beta > 0): :math:`+\beta\, k(t)` per token, from ``logp``;
-    5. the aggregation: :func:`grpo_lab.aggregate_loss` with the preset's mode.
+    3. :func:`grpo_lab.grpo_loss`: the clipped surrogate with the preset's clip range and
+       dual-clip (verl), the KL in the loss when the preset puts it there (TRL, when
+       beta > 0, weighted by the ratio), the aggregation.
 
     ========  ========  =======================================================
     Symbol    Shape     Meaning
@@ -218,14 +230,15 @@ def default_loss(name, rewards, logp, old_logp, mask, *, ref_logp=None):
     """
     p, r, lp, old, m, ref = check_default_loss_arguments(name, rewards, logp, old_logp, mask,
                                                          ref_logp)
-    kl = KL_ESTIMATORS[p.kl]
     adv = group_advantages(r, **p.advantages).astype(np.float64).ravel()   # (N,) per completion
     if p.kl_in == "reward" and p.beta > 0:             # OpenRLHF: -beta k(t) in each reward
-        shaped = np.where(m, -p.beta * kl(old, ref, clamp=p.kl_clamp), 0.0)     # (N, T) sampled
+        k = KL_ESTIMATORS[p.kl](old, ref, clamp=p.kl_clamp)                  # (N, T) sampled
+        shaped = np.where(m, -p.beta * k, 0.0)                              # (N, T)
         to_go = np.flip(np.cumsum(np.flip(shaped, axis=-1), axis=-1), axis=-1)  # sum over t' >= t
         adv = adv[:, None] + to_go                                  # (N, 1) + (N, T) -> (N, T)
-    per_token = clipped_surrogate_loss(lp, old, adv, eps_low=p.eps_low,
-                                       eps_high=p.eps_high, dual_clip=p.dual_clip)  # (N, T)
-    if p.kl_in == "loss" and p.beta > 0:               # TRL: +beta k(t) per token, from logp
-        per_token = per_token + p.beta * kl(lp, ref, clamp=p.kl_clamp)          # (N, T)
-    return float(aggregate_loss(per_token, m, p.agg))
+    kl_in_loss = p.kl_in == "loss" and p.beta > 0      # TRL: +beta k(t) per token, from logp
+    loss, diagnostics = grpo_loss(
+        lp, old, ref if kl_in_loss else None, adv, m, eps_low=p.eps_low, eps_high=p.eps_high,
+        beta=p.beta if kl_in_loss else 0.0, kl=p.kl, agg=p.agg, level=p.level,
+        dual_clip=p.dual_clip, kl_clamp=p.kl_clamp, kl_bias_correction=p.kl_bias_correction)
+    return float(loss)

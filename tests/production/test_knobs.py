@@ -31,17 +31,18 @@ def test_every_row_has_a_concept_options_and_a_cited_text_per_system():
         assert isinstance(row.concept, str) and row.concept.strip()
         assert isinstance(row.options, tuple) and all(isinstance(o, str) for o in row.options)
         assert len(row.cells()) == len(knobs.SYSTEMS) == 4
-        for system, (text, keys) in zip(knobs.SYSTEMS, row.cells()):
-            assert getattr(row, system) == (text, keys)
+        for system, (text, cites) in zip(knobs.SYSTEMS, row.cells()):
+            assert getattr(row, system) == (text, cites)
             assert isinstance(text, str) and text.strip(), (row.concept, system)
-            assert isinstance(keys, tuple) and keys, (row.concept, system)
-            assert all(k in gl.presets.SOURCES for k in keys), (row.concept, keys)
+            assert isinstance(cites, tuple) and cites, (row.concept, system)
+            assert all(isinstance(c, gl.presets.Cite) and c.key in gl.presets.SOURCES
+                       for c in cites), (row.concept, cites)
 
 
 def test_every_source_has_the_fields_of_a_source():
     for key, source in gl.presets.knob_sources().items():
         assert isinstance(source, gl.presets.Source)
-        for name in ("system", "repo", "path", "commit", "what"):
+        for name in ("system", "repo", "package", "version", "path", "what"):
             assert isinstance(getattr(source, name), str), (key, name)
         assert source.repo.count("/") == 1 and source.path and source.what, key
 
@@ -58,7 +59,7 @@ def test_rows_and_sources_are_read_only():
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.concept = "changed"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        source.commit = "0" * 40
+        source.version = "0.0.0"
     assert isinstance(gl.presets.KNOB_MAP, tuple)
 
 
@@ -119,21 +120,26 @@ def _edited(tmp_path, old, new):
 
 
 @pytest.mark.parametrize("old, new, words", [
-    ('concept = "KL clamp"\noptions = ["kl_k3(clamp)"]\n',
-     'concept = "KL clamp"\n', "number 10 ('KL clamp'): expected exactly the fields"),
-    ('verl = "`actor.ppo_epochs=1`"', 'verl = " "',
-     "('Inner iterations (mu)'): expected a non-empty text"),
-    ('trl = "`num_iterations=1`"', 'trl = "`num_iterations=1` | 2"',
-     "('Inner iterations (mu)'): expected a non-empty text without '|'"),
+    ('concept = "KL clamp"\noptions = ["grpo_loss(kl_clamp)", "kl_k3(clamp)"]\n',
+     'concept = "KL clamp"\n', "number 15 ('KL clamp'): expected exactly the fields"),
+    ('verl = "no switch; the seq-mean modes skip rows with no token"', 'verl = " "',
+     "('Masking truncated completions'): expected a non-empty text"),
+    ('trl = "no filter: it logs', 'trl = "no filter | it logs',
+     "('Dynamic sampling (dropping groups without spread)'): expected a non-empty text without "
+     "'|'"),
     ('options = ["grpo_loss(beta)"]', 'options = "grpo_loss(beta)"',
      "('KL coefficient'): expected options to be a list"),
-    ('verl = ["V1"], openrlhf = ["O1"] }\n\n[[knob]]\nconcept = "KL in the reward',
-     'verl = ["V9"], openrlhf = ["O1"] }\n\n[[knob]]\nconcept = "KL in the reward',
+    ('trl = ["T1:681 beta: float = field("]', 'trl = ["T9:681 beta: float = field("]',
      "('KL coefficient'): expected sources = {grpo_lab, trl, verl, openrlhf}, each a non-empty"),
-    ('trl = ["T1"], verl = ["V1"], openrlhf = ["O1"] }', 'trl = [], verl = ["V1"], '
-     'openrlhf = ["O1"] }', "expected sources = {grpo_lab, trl, verl, openrlhf}"),
-    ('commit = "473f61bd290a1718381e65338316a87b4f722b5a"\n', "",
+    ('trl = ["T1:681 beta: float = field("]', 'trl = ["T1 beta"]',
+     "('KL coefficient'): expected sources = {grpo_lab, trl, verl, openrlhf}, each a non-empty "
+     "list of citations 'KEY:LINE ANCHOR'"),
+    ('trl = ["T1:681 beta: float = field("]', 'trl = []',
+     "expected sources = {grpo_lab, trl, verl, openrlhf}"),
+    ('version = "0.11.2"\npath = "openrlhf/models/utils.py"', 'path = "openrlhf/models/utils.py"',
      "knobs: expected [sources.O4] to have exactly the string fields"),
+    ('defaults = { trl = { beta = 0.0 }', 'defaults = { trl = {}, x = { beta = 0.0 }',
+     "('KL coefficient'): expected defaults = {system = {name = value}}"),
     ("[[knob]]", "[[knobs]]", "knobs: expected one [[knob]] table per concept"),
     ('concept = "Dual-clip"', 'concept = "Dual-clip', "knobs.toml to be valid TOML, got: "),
 ])
@@ -152,18 +158,36 @@ def test_the_path_must_be_a_path():
 
 # --- the facts in the file --------------------------------------------------------------------------
 
-def test_sources_name_a_commit_and_their_own_system():
+def test_sources_name_a_pinned_release_and_their_own_system():
+    releases = {"TRL": ("trl", "1.16.0"), "verl": ("verl", "0.9.1"),
+                "OpenRLHF": ("openrlhf", "0.11.2")}
     for key, s in gl.presets.SOURCES.items():
         if key == "grpo_lab":
+            assert s.version == "" and s.short == s.path
             continue
-        assert re.fullmatch(r"[0-9a-f]{40}", s.commit), key
         assert {"T": "TRL", "V": "verl", "O": "OpenRLHF"}[key[0]] == s.system
-        assert s.short == f"{s.path} @ {s.commit[:7]}"
+        assert (s.package, s.version) == releases[s.system], key
+        assert s.short == f"{s.path} @ {s.package} {s.version}"
 
 
-CONCEPTS = ["estimator", "scaling", "batch", "leave-one-out", "clip", "dual-clip",
-            "kl estimator", "kl coefficient", "reward or in the loss", "kl clamp",
-            "aggregation", "gspo", "iterations", "truncated"]
+def test_a_citation_is_key_line_and_anchor():
+    assert gl.presets.parse_cite("T2:2787 / (std + 1e-4)") == gl.presets.Cite("T2", 2787,
+                                                                             "/ (std + 1e-4)")
+    assert gl.presets.parse_cite("grpo_lab") == gl.presets.Cite("grpo_lab")
+    assert str(gl.presets.Cite("V1", 85, "a.b")) == "V1 l. 85"
+    for bad in ("T2", "T2:0 x", "T2:12", "T2 12 x", 3):
+        with pytest.raises(ValueError, match="expected a citation 'KEY:LINE ANCHOR'"):
+            gl.presets.parse_cite(bad)
+
+
+# The rows of issue 17: the first map's 14 concepts and the 7 rows it added (group size,
+# optimiser steps, IS correction, dynamic sampling, bias-corrected KL, k3+, KL-in-reward order)
+# and two more (several rewards; which tokens a token mean counts).
+CONCEPTS = ["estimator", "group size", "scaling", "batch", "several rewards", "leave-one-out",
+            "clip", "dual-clip", "kl estimator", "bias correction", "straight-through",
+            "kl coefficient", "reward or in the loss", "before or after", "kl clamp",
+            "aggregation", "which tokens", "gspo", "optimiser steps", "importance-sampling",
+            "dynamic sampling", "truncated"]
 
 
 def test_the_map_has_one_row_per_concept_of_the_issue():
@@ -177,12 +201,12 @@ def test_every_cell_cites_a_source_of_its_own_system():
     prefix = {1: "T", 2: "V", 3: "O"}
     for row in gl.presets.KNOB_MAP:
         cells = row.cells()
-        assert cells[0][1] == ("grpo_lab",), row.concept
-        for col, (text, keys) in enumerate(cells[1:], start=1):
+        assert cells[0][1] == (gl.presets.Cite("grpo_lab"),), row.concept
+        for col, (text, cites) in enumerate(cells[1:], start=1):
             assert text.strip(), row.concept
             assert "|" not in text, (row.concept, "a pipe ends a Markdown table cell")
-            assert keys and all(k.startswith(prefix[col]) and k in gl.presets.SOURCES
-                                for k in keys), (row.concept, keys)
+            assert cites and all(c.key.startswith(prefix[col]) and c.key in gl.presets.SOURCES
+                                 and c.line > 0 for c in cites), (row.concept, cites)
 
 
 def test_knob_map_markdown_is_a_table_with_every_source():
@@ -192,7 +216,10 @@ def test_knob_map_markdown_is_a_table_with_every_source():
     assert all(line.count(" | ") == 1 for line in table)   # two columns, no stray pipes
     assert all(f"**{row.concept}**" in md for row in gl.presets.KNOB_MAP)
     for key, s in gl.presets.SOURCES.items():
-        assert f"**{key}**" in md and s.path in md and s.commit[:10] in md
+        assert f"**{key}**" in md and s.path in md and f"{s.package} {s.version}" in md
+    for row in gl.presets.KNOB_MAP:                           # every line cited is printed
+        for text, cites in row.cells()[1:]:
+            assert all(f" {c.line}" in md for c in cites)
 
 
 def test_the_chapter_prints_the_package_map():

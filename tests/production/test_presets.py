@@ -73,7 +73,12 @@ def test_the_systems_differ_in_eps_aggregation_dual_clip_and_kl_placement():
     # The differences the chapter measures; a change here must be a deliberate re-read.
     assert [P[n].advantages["eps"] for n in ("trl", "verl", "openrlhf")] == [1e-4, 1e-6, 1e-9]
     assert all(P[n].advantages["ddof"] == 1 for n in ("trl", "verl", "openrlhf"))
-    assert (P["trl"].agg, P["verl"].agg, P["openrlhf"].agg) == ("dapo", "bnpo", "bnpo")
+    # All three count the tokens of the whole optimiser step: TRL's dapo (issue 17).
+    assert (P["trl"].agg, P["verl"].agg, P["openrlhf"].agg) == ("dapo", "dapo", "dapo")
+    assert (P["trl"].group_size, P["verl"].group_size, P["openrlhf"].group_size) == (8, 1, 1)
+    assert (P["trl"].steps_per_rollout, P["verl"].steps_per_rollout,
+            P["openrlhf"].steps_per_rollout) == (1, 4, 8)           # only TRL is on-policy
+    assert P["trl"].kl_bias_correction and not P["verl"].kl_bias_correction
     assert P["verl"].dual_clip == 3.0 and P["trl"].dual_clip is None
     assert (P["trl"].kl_in, P["verl"].kl_in, P["openrlhf"].kl_in) == ("loss", "off", "reward")
 
@@ -156,12 +161,12 @@ def test_default_loss_refuses_old_logp_of_another_shape():
 
 
 def test_default_loss_shows_one_check_then_the_steps():
-    """The source chapter 8 shows: one validation call, then the five steps, no private name."""
+    """The source chapter 8 shows: one validation call, then the steps, no private name."""
     import inspect
 
     body = inspect.getsource(gl.presets.default_loss).split('"""')[-1]
     lines = [line.strip() for line in body.strip().splitlines()]
     assert lines[0].startswith("p, r, lp, old, m, ref = check_default_loss_arguments(")
-    assert len(lines) <= 15
+    assert len(lines) <= 16
     assert not any(word.startswith("_") for line in lines
                    for word in line.replace("(", " ").replace(".", " ").split())

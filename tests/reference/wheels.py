@@ -191,3 +191,30 @@ def load(package: str, relative: str, name: str, modules: dict) -> types.ModuleT
     with stand_ins({**modules, name: module}):
         spec.loader.exec_module(module)
     return module
+
+
+# --- where a cited fact stands ------------------------------------------------------------------------
+
+def yaml_line(text: str, dotted: str) -> int:
+    """The 1-based line of the key ``a.b.c`` in a block-style YAML file (by indentation)."""
+    stack: list[tuple[int, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith(("#", "- ")) or ":" not in stripped:
+            continue
+        indent, key = len(line) - len(stripped), stripped.split(":", 1)[0].strip("'\"")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, key))
+        if ".".join(k for _, k in stack) == dotted:
+            return number
+    raise AnchorMissing(f"no key {dotted!r} in the YAML file")
+
+
+def anchor_line(package: str, relative: str, anchor: str) -> int:
+    """The 1-based line a citation's anchor stands on: a dotted key in a YAML file, else the
+    one line that contains the anchor text."""
+    text = read(package, relative)
+    if relative.endswith(".yaml"):
+        return yaml_line(text, anchor)
+    return _line_of(text.splitlines(), anchor, f"{package} {PINS[package][0]} {relative}") + 1
