@@ -6,7 +6,13 @@ supervision). Each is a plain function of its inputs, drawn and tested without a
 * ``losses_by_system_figure``: one ragged batch's loss under each system's defaults and under
   each aggregation;
 * ``process_vs_outcome_figure``: the per-token advantages of outcome and of process
-  supervision for one group, as two heat maps.
+  supervision for one group, as two heat maps;
+* the all-equal float32 finding (issue 17): ``trl_advantages``, ``verl_advantages`` and
+  ``openrlhf_advantages`` redo each trainer's group advantage with the same torch operations
+  in the same order as its code (TRL 1.16.0, verl 0.9.1, OpenRLHF 0.11.2; each docstring cites
+  the lines), ``all_equal_table`` runs them on groups whose rewards are all equal, and
+  ``all_equal_figure`` draws it. ``tests/reference/test_ch08_finding.py`` proves each of the
+  three bit for bit equal to the real code.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.process import process_advantages, steps_to_tokens
 from grpo_lab.production.presets import PRESETS
 
-__all__ = ["advantages_by_system_figure", "losses_by_system_figure",
-           "process_vs_outcome_figure"]
+__all__ = ["SYSTEM_ADVANTAGES", "advantages_by_system_figure", "all_equal_figure",
+           "all_equal_table", "losses_by_system_figure", "openrlhf_advantages",
+           "process_vs_outcome_figure", "trl_advantages", "trl_nanstd", "verl_advantages"]
 
 _COLOURS = {"grpo_lab": "#555555", "trl": "#e1812c", "verl": "#3b75af", "openrlhf": "#3a923a"}
 
@@ -125,4 +132,113 @@ def process_vs_outcome_figure(step_rewards, step_mask, step_lengths, outcome_rew
     fig.colorbar(im, ax=axes, label="advantage of the token")
     fig.suptitle("Process rewards tell the tokens of one answer apart; outcome rewards cannot "
                  "(black ticks: step boundaries)", fontsize=10)
+    return fig
+
+
+# --- the all-equal float32 finding: each trainer's group advantage, op for op ---------------------
+
+def trl_nanstd(x, dim):
+    """TRL's ``nanstd`` (``trl/trainer/utils.py`` l. 1021-1050): Bessel's factor as
+    ``count / (count - 1)``, an integer division that torch returns in float32."""
+    import torch
+
+    mean = torch.nanmean(x, dim=dim, keepdim=True)
+    variance = torch.nanmean((x - mean) ** 2, dim=dim, keepdim=True)
+    count = torch.sum(~torch.isnan(x), dim=dim, keepdim=True)
+    correction = count / (count - 1)
+    correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
+    variance *= correction
+    return torch.sqrt(variance).squeeze(dim)
+
+
+def trl_advantages(rewards, G):
+    """TRL's advantages, one reward function of weight 1, ``scale_rewards="group"``
+    (``grpo_trainer.py`` l. 2761-2788 and 2810). ``rewards`` (N,) tensor -> (N,)."""
+    import torch
+
+    rewards_per_func = rewards[:, None]                                   # (N, 1)
+    weights = torch.ones(1, dtype=torch.float32)                           # reward_weights
+    r = (rewards_per_func * weights.to(rewards.device).unsqueeze(0)).nansum(dim=1)   # (N,)
+    mean = torch.nanmean(r.view(-1, G), dim=1).repeat_interleave(G, dim=0)          # (N,)
+    std = trl_nanstd(r.view(-1, G), dim=1).repeat_interleave(G, dim=0)              # (N,)
+    adv = r - mean
+    adv = adv / (std + 1e-4)
+    return torch.nan_to_num(adv, nan=0.0)
+
+
+def verl_advantages(rewards, G, epsilon=1e-6):
+    """verl's ``compute_grpo_outcome_advantage`` (``core_algos.py`` l. 304-330): per group,
+    ``torch.mean`` and ``torch.std`` of the stacked scores, then each score in turn. The
+    scores are the rewards (verl sums a row of token rewards that holds one non-zero)."""
+    import torch
+
+    scores = rewards.clone()                                               # (N,)
+    with torch.no_grad():
+        for start in range(0, scores.shape[0], G):
+            group = torch.stack([scores[i] for i in range(start, start + G)])    # (G,)
+            mean, std = ((torch.tensor(0.0), torch.tensor(1.0)) if G == 1
+                         else (torch.mean(group), torch.std(group)))
+            for i in range(start, start + G):
+                scores[i] = (scores[i] - mean) / (std + epsilon)
+    return scores
+
+
+def openrlhf_advantages(rewards, G, reward_clip_range=(-10.0, 10.0)):
+    """OpenRLHF's ``group_norm`` (``experience_maker.py`` l. 244, 256, 274), then the clip of
+    ``compute_reward`` (``models/utils.py`` l. 141-142); without a KL term every token's
+    reward-to-go is this value. ``rewards`` (N,) tensor -> (N,)."""
+    import torch
+
+    rewards = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
+    rewards = rewards.reshape(-1, G)                                       # (B, G)
+    rewards = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-9)
+    r = rewards.reshape(-1)                                                # (N,)
+    return r.clamp(min=reward_clip_range[0], max=reward_clip_range[1])
+
+
+#: The three re-implementations by preset name.
+SYSTEM_ADVANTAGES = {"trl": trl_advantages, "verl": verl_advantages,
+                     "openrlhf": openrlhf_advantages}
+
+
+def all_equal_table(values=(0.1, 0.7, 0.9), sizes=(2, 4, 8, 16), dtype="float32"):
+    """``{(value, G): {system: largest |A|}}`` for one group of G equal rewards ``value``:
+    each trainer's computation (above) and ``gl.group_advantages`` (key ``"grpo_lab"``)."""
+    import torch
+
+    table = {}
+    for value in values:
+        for G in sizes:
+            r = torch.full((G,), value, dtype=getattr(torch, dtype))
+            row = {name: float(f(r, G).abs().max()) for name, f in SYSTEM_ADVANTAGES.items()}
+            row["grpo_lab"] = float(np.abs(group_advantages(r.numpy()[None, :])).max())
+            table[(value, G)] = row
+    return table
+
+
+def all_equal_figure(table, *, fig=None):
+    """One panel per reward value: the largest |A| of an all-equal group against G, a line per
+    system (symlog: exact zeros sit on the axis). Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    values = sorted({v for v, _ in table})
+    sizes = sorted({G for _, G in table})
+    if fig is None:
+        fig = plt.figure(figsize=(4.2 * len(values), 3.6))
+    fig.clear()
+    axes = np.atleast_1d(fig.subplots(1, len(values), sharey=True))
+    for ax, value in zip(axes, values):
+        for name in ("openrlhf", "verl", "trl", "grpo_lab"):
+            ax.plot(sizes, [table[(value, G)][name] for G in sizes], marker="o",
+                    color=_COLOURS[name], label=PRESETS[name].system)
+        ax.set_yscale("symlog", linthresh=1e-5)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(G) for G in sizes])
+        ax.set_xlabel("group size G")
+        ax.set_title(f"all rewards = {value} (float32)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("largest |advantage| (should be 0)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("An all-equal group should get no signal: three trainers give it one")
+    fig.tight_layout()
     return fig

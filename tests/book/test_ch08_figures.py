@@ -48,3 +48,31 @@ def test_process_vs_outcome_heat_maps():
     np.testing.assert_allclose(outcome.filled(np.nan)[:, 0],
                                gl.group_advantages([[0.0, 1.0]])[0])
     plt.close(fig)
+
+
+def test_all_equal_table_and_figure():
+    """grpo_lab gives exact zeros to an all-equal group; each line of the figure is a column of
+    the table (tests/reference proves the three trainers' columns are their real code)."""
+    pytest.importorskip("torch")
+    table = W.all_equal_table(values=(0.1, 0.7), sizes=(2, 8))
+    assert set(table) == {(0.1, 2), (0.1, 8), (0.7, 2), (0.7, 8)}
+    assert all(row["grpo_lab"] == 0.0 for row in table.values())
+    assert all(set(row) == {"trl", "verl", "openrlhf", "grpo_lab"} for row in table.values())
+    assert all(v == 0.0 for row in (table[(0.1, 2)], table[(0.7, 2)]) for v in row.values())
+    fig = W.all_equal_figure(table)
+    assert len(fig.axes) == 2
+    for ax, value in zip(fig.axes, (0.1, 0.7)):
+        lines = {line.get_label(): line.get_ydata() for line in ax.get_lines()}
+        for name in ("trl", "verl", "openrlhf", "grpo_lab"):
+            np.testing.assert_array_equal(lines[gl.presets.PRESETS[name].system],
+                                          [table[(value, G)][name] for G in (2, 8)])
+    plt.close(fig)
+
+
+def test_the_reimplementations_keep_a_spread_group_right():
+    """On a group with spread the three re-implementations are each system's formula."""
+    torch = pytest.importorskip("torch")
+    r = torch.tensor([1.0, 0.0, 0.5, 0.25], dtype=torch.float64)
+    for name, f in W.SYSTEM_ADVANTAGES.items():
+        expect = gl.group_advantages(r.numpy()[None], **gl.presets.PRESETS[name].advantages)[0]
+        np.testing.assert_allclose(f(r, 4).numpy(), expect, rtol=1e-7)
