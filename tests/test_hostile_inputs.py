@@ -386,3 +386,70 @@ SEEDED = [
 def test_every_seed_argument_is_checked_by_name(make, seed, exc):
     with pytest.raises(exc, match=r"^seed: expected an integer"):
         make(seed)
+
+
+# --- the torch mirror: the same table, on tensors ---------------------------------------------
+
+def _t(v):
+    return torch.tensor(np.asarray(v, dtype=np.float64))
+
+
+glt = pytest.importorskip("grpo_lab.torch")
+TORCH_API = {
+    "group_advantages": (glt.group_advantages, dict(rewards=_t(R23)), ["rewards"]),
+    "kl_k1": (glt.kl_k1, dict(logp=_t(L), ref_logp=_t(REF)), ["logp", "ref_logp"]),
+    "kl_k2": (glt.kl_k2, dict(logp=_t(L), ref_logp=_t(REF)), ["logp", "ref_logp"]),
+    "kl_k3": (glt.kl_k3, dict(logp=_t(L), ref_logp=_t(REF)), ["logp", "ref_logp"]),
+    "clipped_surrogate_loss": (glt.clipped_surrogate_loss,
+                               dict(logp=_t(L), old_logp=_t(OLD), adv=_t([1.0, -1.0])),
+                               ["logp", "old_logp", "adv"]),
+    "sequence_ratio": (glt.sequence_ratio, dict(logp=_t(L), old_logp=_t(OLD), mask=_t(MASK)),
+                       ["logp", "old_logp", "mask"]),
+    "grpo_loss": (glt.grpo_loss, dict(logp=_t(L), old_logp=_t(OLD), ref_logp=_t(REF),
+                                      adv=_t([1.0, -1.0]), mask=_t(MASK)),
+                  ["logp", "old_logp", "ref_logp", "adv", "mask"]),
+    "aggregate_loss": (glt.aggregate_loss, dict(per_token_loss=_t(L), mask=_t(MASK), mode="dapo"),
+                       ["per_token_loss", "mask"]),
+    "aggregation_weights": (glt.aggregation_weights, dict(mask=_t(MASK), mode="dr_grpo"), ["mask"]),
+}
+TORCH_HOSTILE = {   # name: (make it from the valid tensor, accepted with a documented answer?)
+    "nan": (lambda t: t.clone().flatten().index_fill(0, torch.tensor([0]), float("nan")).reshape(t.shape), False),
+    "inf": (lambda t: t.clone().flatten().index_fill(0, torch.tensor([0]), float("inf")).reshape(t.shape), False),
+    "None": (lambda t: None, False),
+    "string": (lambda t: "abc", False),
+    "numpy": (lambda t: t.numpy(), False),
+    "list": (lambda t: t.tolist(), False),
+    "0-d": (lambda t: t.flatten()[0].clone(), False),
+    "empty": (lambda t: t[:0], False),
+    "complex": (lambda t: t.to(torch.complex128), False),
+    "meta": (lambda t: t.to("meta"), False),
+    "bool": (lambda t: t != 0, True),                   # read as float64 0/1
+    "requires-grad": (lambda t: t.clone().requires_grad_(True), True),   # autograd, same values
+}
+TORCH_CASES = [(n, a, k) for n, (_, _, args) in TORCH_API.items() for a in args for k in TORCH_HOSTILE]
+
+
+def _tensor_same(a, b) -> bool:
+    if isinstance(a, tuple):
+        return all(_tensor_same(x, y) for x, y in zip(a, b)) and len(a) == len(b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_tensor_same(a[k], b[k]) for k in a)
+    if torch.is_tensor(a):
+        return a.dtype == b.dtype and torch.equal(a.detach(), b.detach())
+    return a == b
+
+
+@pytest.mark.parametrize("name, arg, kind", TORCH_CASES, ids=[f"torch-{n}-{a}-{k}" for n, a, k in TORCH_CASES])
+def test_hostile_tensor_gets_a_named_error_or_the_documented_answer(name, arg, kind):
+    fn, valid, args = TORCH_API[name]
+    make, accepted = TORCH_HOSTILE[kind]
+    value = make(valid[arg])
+    try:
+        got = fn(**{**valid, arg: value})
+    except (TypeError, ValueError) as err:
+        named = args if kind in SHAPE_KINDS | {"meta"} else [arg]
+        assert _names(str(err), named), f"{name}({arg}={kind}) raised without naming {arg}: {err}"
+        return
+    assert accepted, f"{name}({arg}={kind}) was accepted: {got!r}"
+    expected = fn(**{**valid, arg: value.detach().to(torch.float64)})
+    assert _tensor_same(got, expected), f"{name}({arg}={kind}): {got!r} != {expected!r}"

@@ -106,6 +106,13 @@ def _tensor_as_array(name: str, x, expected: str) -> np.ndarray:
                         f"hold; pass {name}.float(), or use grpo_lab.torch") from None
 
 
+def _check_has_data(name: str, x, shape_doc: str) -> None:
+    """A tensor on the meta device has a shape but no values to check or compute with."""
+    if x.device.type == "meta":
+        raise ValueError(f"{name}: expected a tensor with values{shape_doc}, got {describe(x)} "
+                         f"(a meta tensor has a shape but no data)")
+
+
 def as_array(name: str, x, expected: str = "an array") -> np.ndarray:
     """``np.asarray(x)`` for the argument ``name``, or an error that names it.
 
@@ -158,6 +165,8 @@ def as_float_array(name: str, x, *, ndim: int | None = None, shape_doc: str = ""
                         f"tensors; the NumPy functions are gl.*), got {describe(x)}")
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{name}: expected a numeric array{shape_doc}, got {describe(x)}")
+    if backend == "torch":
+        _check_has_data(name, x, shape_doc)
     arr = x if backend == "torch" else as_array(name, x, f"a numeric array{shape_doc}")
     result_dtype = _result_dtype(name, arr, shape_doc)
     if ndim is not None and arr.ndim != ndim:
@@ -301,6 +310,8 @@ def as_mask(name: str, x, shape: tuple | None, shape_doc: str = "", *, backend: 
     if isinstance(x, (str, bytes)) or x is None or (tensor and not is_tensor(x)):
         kind = "torch.Tensor mask" if tensor else "mask"
         raise TypeError(f"{name}: expected a {kind} of 0/1 or bools{shape_doc}, got {describe(x)}")
+    if tensor:
+        _check_has_data(name, x, shape_doc)
     arr = x if tensor else as_array(name, x, f"a mask of 0/1 or bools{shape_doc}")
     if arr.is_complex() if tensor else not (arr.dtype.kind in "biuf" or is_float_dtype(arr.dtype)):
         raise TypeError(f"{name}: expected a mask of 0/1 or bools{shape_doc}, got dtype {arr.dtype}")

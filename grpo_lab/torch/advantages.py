@@ -59,7 +59,7 @@ def power_of_two_rescale(x, work, *, eps=0.0):
     """
     e = math.frexp(torch.finfo(work).max)[1]                        # 128 in float32
     lo, hi = torch.aminmax(x.detach())
-    _, k = torch.frexp(torch.maximum(-lo, hi).to(work))           # max|x| = m 2**k, m in [.5, 1)
+    _, k = torch.frexp(torch.maximum(-lo.to(work), hi.to(work)))  # max|x| = m 2**k, m in [.5, 1)
     s_max = max(min(e - 28, e - 24 - math.frexp(eps)[1]), 2 - e)    # eps 2**s finite too
     up = torch.exp2((e // 3 - k).clamp(2 - e, s_max).to(work))     # 2**s, normal, exact
     return x.to(work) * up, up                                     # (B, G), a new tensor
