@@ -165,7 +165,7 @@ def group_advantages_triton(rewards, eps=1e-8, *, scale="group", ddof=0, baselin
 
     >>> import torch
     >>> group_advantages_triton(torch.tensor([[1.0, 0.0, 1.0, 0.0]]))
-    tensor([[ 1.0000, -1.0000,  1.0000, -1.0000]])
+    tensor([[ 1., -1.,  1., -1.]])
     """
     r, out_dtype, eps, scale, ddof, baseline = check_group_advantages_arguments(
         rewards, eps, scale, ddof, baseline)
