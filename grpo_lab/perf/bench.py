@@ -67,6 +67,8 @@ MIRROR_ADV = "torch mirror (grpo_lab.torch.group_advantages)"
 TRL_LOSS = "TRL-style eager (bench.trl_style_loss)"
 MIRROR_LOSS = "torch mirror (grpo_lab.torch.grpo_loss)"
 FUSED_LOSS = "fused (loss_fused.grpo_loss_fused)"
+TRITON_ADV = "triton (triton_kernels.group_advantages_triton)"       # on CUDA only
+TRITON_LOSS = "triton (triton_kernels.grpo_loss_triton)"
 NUMPY_PLAIN, NUMPY_REF = "numpy plain formula", "numpy reference (gl.group_advantages)"
 NUMPY_FAST = "numpy fast (gl.group_advantages_fast)"
 
@@ -120,6 +122,9 @@ def bench_advantages(shape, repeats, device="cpu", seed=0):
     tfns = {TORCH_COPY: lambda: flat_out.copy_(flat),
             TRL_ADV: lambda: trl_style_advantages(flat, G),
             MIRROR_ADV: lambda: mirror(flat.view(B, G), TRL_EPS, ddof=1)}          # the same std
+    if device == "cuda":                         # the Triton kernel, compiled for the GPU
+        from grpo_lab.torch.triton_kernels import group_advantages_triton
+        tfns[TRITON_ADV] = lambda: group_advantages_triton(flat.view(B, G), TRL_EPS, ddof=1)
     return rows + _torch_rows("group_advantages", shape, tfns, repeats, device, rewards.nbytes)
 
 
@@ -140,6 +145,9 @@ def bench_loss(shape, repeats, device="cpu", seed=0):
 
     fns = {TORCH_COPY: lambda: copy_out.copy_(logp), TRL_LOSS: step(trl_style_loss),
            MIRROR_LOSS: step(torch_mirror("grpo_loss")), FUSED_LOSS: step(grpo_loss_fused)}
+    if device == "cuda":
+        from grpo_lab.torch.triton_kernels import grpo_loss_triton
+        fns[TRITON_LOSS] = step(grpo_loss_triton)
     return _torch_rows("grpo_loss fwd+bwd", shape, fns, repeats, device,
                        logp.numel() * logp.element_size(), reset)
 
@@ -199,6 +207,11 @@ def summary(rows):
             out.append(_goal_row(f"torch mirror loss vs TRL-style eager {at} fwd+bwd",
                                  time_vs_trl=(time_ratio, MIRROR_GOAL_TIME),
                                  peak_vs_trl=(peak_ratio, MIRROR_GOAL_PEAK)))
+        elif impl in (TRITON_ADV, TRITON_LOSS):
+            base = TRL_ADV if impl == TRITON_ADV else TRL_LOSS
+            time_ratio, _ = _paired(rows, row, base)
+            out.append(_goal_row(f"{impl} vs TRL-style {at} on {row['device']}",
+                                 speedup=(1 / time_ratio, 1.0)))
         elif impl == FUSED_LOSS:
             time_ratio, peak_ratio = _paired(rows, row, TRL_LOSS)
             out.append(_goal_row(f"fused loss vs TRL-style eager {at} fwd+bwd",
@@ -248,10 +261,10 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "li
     if "loss" in only and torch is not None:
         rows += bench_loss(tuple(loss_size or (QUICK_LOSS_SIZE if quick else LOSS_SIZE)),
                            repeats, device)
-    if "linear" in only and torch is not None and device == "cpu":
+    if "linear" in only and torch is not None:
         rows += bench_fused_linear(tuple(linear_size or (QUICK_LINEAR_SIZE if quick
                                                          else LINEAR_SIZE)),
-                                   linear_repeats, threads=threads or 1)
+                                   linear_repeats, threads=threads or 1, device=device)
     env["load_average_end"] = list(os.getloadavg())
     return {"environment": env, "results": rows, "summary": summary(rows)}
 

@@ -47,7 +47,7 @@ def eager_linear_grpo_loss(hidden, weight, ids, adv, mask, *, loss_type="dapo"):
     return glt.grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, agg=loss_type)
 
 
-def linear_inputs(size, seed=0):
+def linear_inputs(size, seed=0, device="cpu"):
     """Seeded ``(hidden, weight, ids, adv, mask)`` at (N, T, H, V), float32; hidden and weight
     require grad; the mask keeps a prefix of T/4 to T tokens of each row."""
     import torch
@@ -59,6 +59,9 @@ def linear_inputs(size, seed=0):
     adv = torch.randn(N, generator=gen)                              # (N,)
     lengths = torch.randint(max(1, T // 4), T + 1, (N,), generator=gen)
     mask = torch.arange(T)[None, :] < lengths[:, None]               # (N, T)
+    if device != "cpu":
+        hidden, weight = (t.detach().to(device).requires_grad_() for t in (hidden, weight))
+        ids, adv, mask = (t.to(device) for t in (ids, adv, mask))
     return hidden, weight, ids, adv, mask
 
 
@@ -72,8 +75,8 @@ def step_function(impl, inputs):
             return fused_linear_grpo_loss(hidden, weight, ids, adv, mask)[0]
     elif impl == "liger":
         from liger_kernel.chunked_loss import LigerFusedLinearGRPOLoss
-        liger = LigerFusedLinearGRPOLoss(beta=0.0, compiled=False, use_ref_model=False,
-                                         loss_type="dapo")
+        liger = LigerFusedLinearGRPOLoss(beta=0.0, compiled=hidden.device.type == "cuda",
+                                         use_ref_model=False, loss_type="dapo")
 
         def loss_fn():
             return liger(hidden, weight, ids, mask.long(), adv)[0]
@@ -91,27 +94,35 @@ def step_function(impl, inputs):
     return step
 
 
-def measure_one(impl, size, repeats, seed=0, threads=1):
-    """In this process: warm-up, peak (profiler), then ``repeats`` timings; a JSON-ready dict."""
+def measure_one(impl, size, repeats, seed=0, threads=1, device="cpu"):
+    """In this process: warm-up, peak, then ``repeats`` timings; a JSON-ready dict.
+
+    The peak is that of torch's allocations (:func:`grpo_lab.perf.measure.peak_bytes_torch`:
+    the profiler on CPU, the caching allocator's counter on CUDA).
+    """
     import torch
 
     from grpo_lab.perf.measure import peak_bytes_torch
     torch.set_num_threads(threads)
-    inputs = linear_inputs(size, seed)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    inputs = linear_inputs(size, seed, device)
     step = step_function(impl, inputs)
     loss = float(step())                                             # warm-up
-    peak = peak_bytes_torch(step)
+    peak = peak_bytes_torch(step, device)
     times = []
     for _ in range(repeats):
+        sync()
         start = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - start)
     return {"bench": "fused linear GRPO fwd+bwd", "shape": list(size), "impl": impl,
-            "device": "cpu", "median_s": statistics.median(times), "times_s": times,
+            "device": device, "median_s": statistics.median(times), "times_s": times,
             "peak_extra_bytes": peak, "loss": loss, "threads": threads}
 
 
-def bench_fused_linear(size=LINEAR_SIZE, repeats=3, seed=0, threads=1, impls=IMPLS):
+def bench_fused_linear(size=LINEAR_SIZE, repeats=3, seed=0, threads=1, impls=IMPLS,
+                       device="cpu"):
     """Each implementation in a fresh process, one after the other; their rows (JSON-ready).
 
     An implementation that cannot run (Liger-Kernel not installed) gives a row with ``error``.
@@ -119,20 +130,20 @@ def bench_fused_linear(size=LINEAR_SIZE, repeats=3, seed=0, threads=1, impls=IMP
     rows = []
     for impl in impls:
         cmd = [sys.executable, "-m", "grpo_lab.perf.bench_linear", impl, *map(str, size),
-               str(repeats), str(seed), str(threads)]
+               str(repeats), str(seed), str(threads), device]
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             rows.append({"bench": "fused linear GRPO fwd+bwd", "shape": list(size),
-                         "impl": impl, "device": "cpu", "error": tail})
+                         "impl": impl, "device": device, "error": tail})
         else:
             rows.append(json.loads(lines[-1]))
     return rows
 
 
-if __name__ == "__main__":      # python -m grpo_lab.perf.bench_linear IMPL N T H V REPEATS SEED THREADS
-    impl, *numbers = sys.argv[1:]
+if __name__ == "__main__":   # python -m grpo_lab.perf.bench_linear IMPL N T H V REPEATS SEED THREADS DEV
+    impl, *numbers, dev = sys.argv[1:]
     N, T, H, V, repeats, seed, threads = map(int, numbers)
-    print(json.dumps(measure_one(impl, (N, T, H, V), repeats, seed, threads)))
+    print(json.dumps(measure_one(impl, (N, T, H, V), repeats, seed, threads, dev)))
