@@ -2,6 +2,7 @@
 errors), the eager loss equals NumPy, and the fused one needs a fraction of the memory."""
 
 import itertools
+import math
 import re
 
 import numpy as np
@@ -197,7 +198,20 @@ def bad_cases():
          r"logp: expected a real numeric dtype \(float, int or bool\)"),
         ((nan, old, ref, adv, mask), {},
          r"logp: expected finite values, got nan at index \(2, 1\) \(1 non-finite"),
+        # issue 15: non-finite values are refused in padding too, with the argument's name
+        ((logp, with_value(old, mask, -math.inf), ref, adv, mask), {},
+         r"^old_logp: expected finite values, got -inf at index"),
+        ((with_value(logp, mask, math.inf), old, ref, adv, mask), {},
+         r"^logp: expected finite values, got inf at index"),
     ]
+
+
+def with_value(x, mask, value):
+    """A copy of x with ``value`` at its first padded position (the mask must have one)."""
+    x = x.clone()
+    i, t = (~mask.bool()).nonzero()[0].tolist()
+    x[i, t] = value
+    return x
 
 
 @pytest.mark.parametrize("case", range(len(bad_cases())))
