@@ -47,8 +47,8 @@ import numpy as np
 
 from grpo_lab.numerics.stable import k3_from_log_ratio, log_ratio
 from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice,
-                                        check_real, common_dtype, describe, first_non_finite,
-                                        is_tensor, working_dtype)
+                                        check_real, check_shape, common_dtype, describe,
+                                        first_non_finite, is_tensor, working_dtype)
 
 __all__ = ["KL_NAMES", "cast_kl_estimate", "check_kl_arguments", "check_kl_shapes",
            "check_kl_shaped_rewards_arguments", "kl_grad_logp", "kl_k1", "kl_k2", "kl_k3",
@@ -250,14 +250,20 @@ def check_kl_shaped_rewards_arguments(rewards, old_logp, ref_logp, mask, beta, k
     :func:`kl_shaped_rewards`: rewards (B, G) in float64, the log-probs (B*G, T) in float64, a
     bool mask of their shape, ``beta >= 0``, ``kl`` one of k1, k2, k3 and the result's dtype."""
     r, r_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)")
-    old, ref, kl_dtype, clamp = check_kl_arguments(old_logp, ref_logp, clamp)
+    old, old_dtype = as_float_array("old_logp", old_logp, shape_doc=_SHAPE_DOC)
     if old.ndim != 2 or old.shape[0] != r.size:
         raise ValueError(f"old_logp: expected shape (B*G, T) = ({r.size}, T), one row per "
                          f"reward, got {describe(old)}")
+    ref, ref_dtype = as_float_array("ref_logp", ref_logp, shape_doc=_SHAPE_DOC)
+    check_shape("ref_logp", ref, old.shape, " (the shape of old_logp; nothing is broadcast)")
     m = as_mask("mask", mask, old.shape, " (the shape of old_logp; nothing is broadcast)")
     beta = check_real("beta", beta, minimum=0.0)
     kl = check_choice("kl", kl, KL_NAMES[:3])
-    return r, old, ref, m, beta, kl, clamp, common_dtype(r_dtype, kl_dtype)
+    if clamp is not None:
+        clamp = check_real("clamp", clamp, minimum=0.0, allow_equal=False)
+    dtype = common_dtype(r_dtype, old_dtype, ref_dtype)
+    work = working_dtype(dtype)
+    return r.astype(work), old.astype(work), ref.astype(work), m, beta, kl, clamp, dtype
 
 
 def kl_shaped_rewards(rewards, old_logp, ref_logp, mask, *, beta, kl="k1", clamp=None):

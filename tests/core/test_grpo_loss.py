@@ -27,6 +27,50 @@ def test_grpo_loss_is_surrogate_plus_beta_kl_aggregated(batch, agg, kl, beta, sh
     assert diag["mean_ratio"] == pytest.approx(np.exp(logp - old)[m].mean(), rel=1e-10)
 
 
+@given(masked_batches(), st.sampled_from(["k1", "k2", "k3", "k3+"]), st.floats(1.01, 5.0),
+       st.floats(0.5, 20.0), st.booleans(), st.booleans())
+def test_the_production_knobs_are_the_pieces_they_name(batch, kl, c, clamp, bias, dr):
+    """dual_clip, kl_clamp, kl_bias_correction and max_len (chapter 8): grpo_loss equals the
+    surrogate with dual-clip, plus beta times the clipped KL, weighted by the ratio if asked,
+    aggregated with max_len."""
+    logp, old, adv, mask = batch
+    ref = old - 0.3
+    agg, max_len = ("dr_grpo", logp.shape[1] + 7) if dr else ("dapo", None)
+    loss, _ = gl.grpo_loss(logp, old, ref, adv, mask, beta=0.1, kl=kl, agg=agg, dual_clip=c,
+                           max_len=max_len, kl_clamp=clamp, kl_bias_correction=bias)
+    k = gl.kl_k3(logp, ref, clamp=clamp) if kl == "k3+" else \
+        {"k1": gl.kl_k1, "k2": gl.kl_k2, "k3": gl.kl_k3}[kl](logp, ref, clamp=clamp)
+    ratio = np.exp(np.clip(logp - old, -gl.MAX_LOG_RATIO, gl.MAX_LOG_RATIO)) if bias else 1.0
+    per_token = gl.clipped_surrogate_loss(logp, old, adv, dual_clip=c) + 0.1 * ratio * k
+    assert loss == pytest.approx(gl.aggregate_loss(per_token, mask, agg, max_len=max_len),
+                                 rel=1e-10, abs=1e-12)
+
+
+def test_the_knobs_default_to_off():
+    logp, old = np.log([[0.5, 0.9], [0.2, 0.4]]), np.log([[0.1, 0.9], [0.5, 0.4]])
+    adv, mask = np.array([-1.0, 1.0]), np.ones((2, 2))
+    plain, _ = gl.grpo_loss(logp, old, old, adv, mask)
+    off, _ = gl.grpo_loss(logp, old, old, adv, mask, dual_clip=None, max_len=None, kl_clamp=None,
+                          kl_bias_correction=False)
+    assert plain == off
+
+
+def test_verl_default_loss_by_hand():
+    """One token with A = -1 and ratio 5: dual-clip c = 3 caps its loss at 3, token-mean."""
+    logp, old = np.log([[5.0, 1.0]]), np.zeros((1, 2))        # ratios 5 and 1
+    loss, _ = gl.grpo_loss(logp, old, None, np.array([-1.0]), np.ones((1, 2)), beta=0.0,
+                           agg="dapo", dual_clip=3.0)
+    assert float(loss) == pytest.approx((3.0 + 1.0) / 2)      # without dual-clip: (5 + 1) / 2
+
+
+def test_trl_bias_corrected_kl_by_hand():
+    logp, old, ref = np.log([[0.6]]), np.log([[0.3]]), np.log([[0.3]])   # ratio 2, d = log 2
+    k3 = 0.5 + np.log(2) - 1
+    loss, diag = gl.grpo_loss(logp, old, ref, np.array([0.0]), np.ones((1, 1)), beta=1.0,
+                              kl_bias_correction=True)
+    assert float(loss) == pytest.approx(2 * k3) and diag["mean_kl"] == pytest.approx(2 * k3)
+
+
 @given(masked_batches())
 def test_beta_zero_needs_no_reference(batch):
     logp, old, adv, mask = batch
@@ -154,6 +198,11 @@ MASK = np.ones((2, 3))
     ({"adv": np.zeros((3, 2))}, ValueError, r"adv: expected shape \(2,\)"),
     ({"logp": LOGP[None]}, ValueError, r"logp: expected a 2-D array"),
     ({"old_logp": LOGP.T}, ValueError, r"old_logp: expected shape \(2, 3\)"),
+    ({"dual_clip": 1.0}, ValueError, r"dual_clip: expected a number > 1.0, got 1.0"),
+    ({"max_len": 5}, ValueError, r"max_len: expected None with mode 'grpo'"),
+    ({"max_len": 2, "agg": "dr_grpo"}, ValueError, r"max_len: expected an integer in \[3, inf\] \(at least T = 3"),
+    ({"kl_clamp": 0}, ValueError, r"kl_clamp: expected a number > 0.0, got 0"),
+    ({"kl_bias_correction": 1}, TypeError, r"kl_bias_correction: expected True or False, got int 1"),
 ])
 def test_grpo_loss_bad_input(kwargs, exc, message):
     args = {"logp": LOGP, "old_logp": LOGP, "ref_logp": LOGP, "adv": np.zeros(2), "mask": MASK} | kwargs

@@ -301,3 +301,88 @@ def test_bad_arrays_are_refused_with_a_message(fn, logp, ref_logp, exc, message)
 def test_bad_clamp_is_refused_with_a_message(fn, clamp, exc, message):
     with pytest.raises(exc, match=re.escape(message)):
         fn([0.0], [-1.0], clamp=clamp)
+
+
+# --- chapter 8: k3+, each estimator's gradient, verl's KL in the reward ----------------------------
+
+def test_k3_plus_has_the_value_of_k3():
+    lp, ref = np.log([0.5, 0.25, 0.9]), np.log([0.25, 0.5, 0.1])
+    np.testing.assert_array_equal(gl.kl_k3_plus(lp, ref), gl.kl_k3(lp, ref))
+    np.testing.assert_array_equal(gl.kl_k3_plus(lp, ref, clamp=0.5), gl.kl_k3(lp, ref, clamp=0.5))
+
+
+@pytest.mark.parametrize("kl, fn", [("k1", gl.kl_k1), ("k2", gl.kl_k2), ("k3", gl.kl_k3)])
+def test_kl_grad_logp_is_the_derivative_of_each_estimator(kl, fn):
+    # central differences in float64: d = 0.693 (log 2), -1.0, 0.05
+    lp, ref, h = np.array([np.log(0.5), -2.0, -0.95]), np.array([np.log(0.25), -1.0, -1.0]), 1e-6
+    numeric = (fn(lp + h, ref) - fn(lp - h, ref)) / (2 * h)
+    np.testing.assert_allclose(gl.kl_grad_logp(lp, ref, kl), numeric, rtol=1e-7, atol=1e-9)
+
+
+def test_kl_grad_logp_by_hand():
+    d = np.log(2.0)                                            # logp - ref_logp = log 2
+    lp, ref = np.array([np.log(0.5)]), np.array([np.log(0.25)])
+    assert gl.kl_grad_logp(lp, ref, "k1")[0] == 1.0
+    assert gl.kl_grad_logp(lp, ref, "k2")[0] == pytest.approx(d, rel=1e-15)
+    assert gl.kl_grad_logp(lp, ref, "k3")[0] == pytest.approx(1 - 0.5, rel=1e-15)  # 1 - e^-d
+    assert gl.kl_grad_logp(lp, ref, "k3+")[0] == pytest.approx(d, rel=1e-15)       # k2's
+
+
+def test_a_clipped_estimate_has_no_gradient_but_k3_plus_keeps_k2s():
+    lp, ref = np.array([-20.0, -1.0]), np.array([0.0, -1.5])   # k3 of the first: e^20 - 21
+    assert gl.kl_grad_logp(lp, ref, "k3", clamp=10.0).tolist() == [0.0, pytest.approx(1 - np.exp(-0.5))]
+    assert gl.kl_grad_logp(lp, ref, "k3+", clamp=10.0).tolist() == [-20.0, 0.5]
+
+
+def test_kl_grad_logp_refuses_an_unknown_estimator():
+    with pytest.raises(ValueError, match=re.escape("kl: expected one of 'k1', 'k2', 'k3', 'k3+'")):
+        gl.kl_grad_logp([0.0], [0.0], "k4")
+
+
+def test_kl_shaped_rewards_by_hand():
+    # Two completions of one prompt; k1 per token, summed over each completion's real tokens.
+    old = np.log([[0.5, 0.5, 0.5], [0.5, 0.5, 0.5]])
+    ref = np.log([[0.25, 0.5, 0.125], [0.5, 0.25, 0.9]])
+    mask = [[1, 1, 0], [1, 1, 1]]
+    # row 0: log 2 + 0 (the third token is padding); row 1: 0 + log 2 + log(0.5/0.9)
+    summed = np.array([np.log(2), np.log(2) + np.log(0.5 / 0.9)])
+    shaped = gl.kl_shaped_rewards([[1.0, 0.0]], old, ref, mask, beta=0.1)
+    np.testing.assert_allclose(shaped, [[1.0, 0.0]] - 0.1 * summed[None, :], rtol=1e-15)
+    k3 = gl.kl_shaped_rewards([[1.0, 0.0]], old, ref, mask, beta=0.1, kl="k3")
+    np.testing.assert_allclose(k3[0], [1.0, 0.0] - 0.1 * np.where(mask, gl.kl_k3(old, ref), 0)
+                               .sum(axis=1), rtol=1e-15)
+    f32 = gl.kl_shaped_rewards(np.float32([[1, 0]]), old.astype(np.float32),
+                               ref.astype(np.float32), mask, beta=0.1)
+    assert f32.dtype == np.float32                                  # the inputs' dtype
+
+
+def test_kl_in_the_reward_before_normalising_is_scaled_by_the_group_std():
+    """verl's order: the KL joins the score, so group_advantages divides it by the std."""
+    rng = np.random.default_rng(3)
+    old = rng.normal(-1, 0.1, (4, 5)); ref = old + rng.normal(0, 0.1, (4, 5))
+    rewards = np.array([[1.0, 0.0, 1.0, 0.0]])
+    shaped = gl.kl_shaped_rewards(rewards, old, ref, np.ones((4, 5)), beta=1e-3)
+    assert np.all(shaped != rewards)
+    adv = gl.group_advantages(shaped)
+    np.testing.assert_allclose(adv.sum(), 0.0, atol=1e-12)          # still zero mean per group
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(rewards=[1.0, 0.0]), ValueError, "rewards: expected a 2-D array of shape (B, G)"),
+    (dict(old_logp=np.zeros((3, 2))), ValueError,
+     "old_logp: expected shape (B*G, T) = (2, T), one row per reward"),
+    (dict(old_logp=[[0.0, np.nan], [0.0, 0.0]]), ValueError, "old_logp: expected finite values"),
+    (dict(ref_logp=np.zeros((2, 3))), ValueError,
+     "ref_logp: expected shape (2, 2) (the shape of old_logp"),
+    (dict(clamp=0.0), ValueError, "clamp: expected a number > 0.0, got 0.0"),
+    (dict(mask=np.ones((2, 3))), ValueError, "mask: expected"),
+    (dict(beta=-1.0), ValueError, "beta: expected a number >= 0.0"),
+    (dict(kl="k3+"), ValueError, "kl: expected one of 'k1', 'k2', 'k3', got 'k3+'"),
+])
+def test_kl_shaped_rewards_bad_input(kwargs, exc, message):
+    args = dict(rewards=[[1.0, 0.0]], old_logp=np.zeros((2, 2)), ref_logp=np.zeros((2, 2)),
+                mask=np.ones((2, 2)), beta=0.1)
+    args.update(kwargs)
+    with pytest.raises(exc, match=re.escape(message)):
+        gl.kl_shaped_rewards(args.pop("rewards"), args.pop("old_logp"), args.pop("ref_logp"),
+                             args.pop("mask"), **args)
