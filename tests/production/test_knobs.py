@@ -99,7 +99,11 @@ def test_the_rows_name_the_options_the_chapter_teaches():
     for option in [("group_advantages", "eps"), ("group_advantages", "ddof"),
                    ("group_advantages", "scale"), ("group_advantages", "baseline"),
                    ("grpo_loss", "beta"), ("grpo_loss", "kl"), ("grpo_loss", "agg"),
-                   ("clipped_surrogate_loss", "dual_clip"), ("kl_k3", "clamp")]:
+                   ("clipped_surrogate_loss", "dual_clip"), ("kl_k3", "clamp"),
+                   ("grpo_loss", "dual_clip"), ("grpo_loss", "max_len"),
+                   ("grpo_loss", "kl_clamp"), ("grpo_loss", "kl_bias_correction"),
+                   ("kl_k3_plus", None), ("kl_grad_logp", None), ("kl_shaped_rewards", None),
+                   ("normalise_then_sum", None)]:
         assert option in named, option
 
 

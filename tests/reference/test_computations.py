@@ -260,6 +260,35 @@ def preset_losses(b):
                                                    ("openrlhf", orl, F32))]
 
 
+def torch_mirror_gradients(b):
+    """The torch mirror's loss differentiates like the trainers: its straight-through "k3+"
+    (with verl's dual-clip and clamp) like verl's actor loss, its bias-corrected k3 like TRL's
+    ``_compute_loss``; d loss / d logp compared token by token."""
+    import grpo_lab.torch as glt
+
+    core = tr.verl_core()
+    m, out = b.t("mask"), []
+    adv_v = torch.from_numpy(gl.group_advantages(b.rewards, eps=1e-6, ddof=1).ravel())
+    lp = b.t("logp").clone().requires_grad_()
+    theirs = core.compute_policy_loss_vanilla(b.t("old"), lp, _tokens(adv_v, m), m,
+                                              config=tr.verl_actor_config())[0] \
+        + 0.001 * core.agg_loss(core.kl_penalty(lp, b.t("ref"), "k3+"), m, "token-mean")
+    g_theirs, = torch.autograd.grad(theirs, lp)
+    lp2 = b.t("logp").clone().requires_grad_()
+    ours, _ = glt.grpo_loss(lp2, b.t("old"), b.t("ref"), adv_v, m, beta=0.001, kl="k3+",
+                            agg="dapo", dual_clip=3.0, kl_clamp=10.0)
+    out.append((torch.autograd.grad(ours, lp2)[0], g_theirs, F64))
+    adv_t = torch.from_numpy(gl.group_advantages(b.rewards, eps=1e-4, ddof=1).ravel())
+    lp = b.t("logp").clone().requires_grad_()
+    theirs, _ = tr.trl_loss(lp, b.t("old"), b.t("ref"), adv_t, m, beta=0.04)
+    g_theirs, = torch.autograd.grad(theirs, lp)
+    lp2 = b.t("logp").clone().requires_grad_()
+    ours, _ = glt.grpo_loss(lp2, b.t("old"), b.t("ref"), adv_t, m, beta=0.04, agg="dapo",
+                            kl_bias_correction=True)
+    out.append((torch.autograd.grad(ours, lp2)[0], g_theirs, F64))
+    return out
+
+
 COMPARISONS = {
     "adv-trl-group": lambda b: adv_trl(b, "group"),
     "adv-trl-batch": lambda b: adv_trl(b, "batch"),
@@ -304,6 +333,7 @@ COMPARISONS = {
     "openrlhf-loss-gspo": lambda b: openrlhf_loss(b, policy_loss_type="gspo"),
     "micro-batches-global-token-count": micro_batches,
     "preset-default-losses": preset_losses,
+    "torch-mirror-gradients": torch_mirror_gradients,
 }
 
 
