@@ -103,7 +103,7 @@ def test_the_rows_name_the_options_the_chapter_teaches():
                    ("grpo_loss", "dual_clip"), ("grpo_loss", "max_len"),
                    ("grpo_loss", "kl_clamp"), ("grpo_loss", "kl_bias_correction"),
                    ("kl_k3_plus", None), ("kl_grad_logp", None), ("kl_shaped_rewards", None),
-                   ("normalise_then_sum", None)]:
+                   ("normalise_then_sum", "batch")]:
         assert option in named, option
 
 

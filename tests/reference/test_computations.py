@@ -83,6 +83,19 @@ def adv_trl(b, scale):
     return [(ours, theirs, TRL)]
 
 
+def adv_trl_normalize_then_sum(b):
+    """TRL's ``multi_objective_aggregation="normalize_then_sum"`` with two reward functions
+    against ``gl.normalise_then_sum`` (group step, weighted sum, batch step)."""
+    rng = np.random.default_rng(int(b.rewards.size))
+    second = rng.choice([0.0, 1.0], size=b.rewards.shape)          # a format-like reward
+    weights = np.array([1.0, 0.5])
+    per_func = torch.from_numpy(np.stack([b.rewards.ravel(), second.ravel()], axis=1))  # (N, 2)
+    theirs = tr.trl_advantages(per_func, b.G, aggregation="normalize_then_sum",
+                               weights=torch.from_numpy(weights))
+    ours = gl.normalise_then_sum([b.rewards, second], weights, eps=1e-4, ddof=1)
+    return [(ours.ravel(), theirs, TRL)]
+
+
 def adv_verl(b, estimator, norm):
     if estimator == "rloo":
         ours = gl.group_advantages(b.rewards, baseline="leave_one_out", scale="none")
@@ -293,6 +306,7 @@ COMPARISONS = {
     "adv-trl-group": lambda b: adv_trl(b, "group"),
     "adv-trl-batch": lambda b: adv_trl(b, "batch"),
     "adv-trl-none": lambda b: adv_trl(b, "none"),
+    "adv-trl-normalize_then_sum": adv_trl_normalize_then_sum,
     "adv-verl-grpo": lambda b: adv_verl(b, "grpo", True),
     "adv-verl-drgrpo": lambda b: adv_verl(b, "grpo", False),
     "adv-verl-rloo": lambda b: adv_verl(b, "rloo", True),
