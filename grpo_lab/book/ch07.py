@@ -1,5 +1,7 @@
 """Chapter 7's figures (``chapters/07_performance.ipynb``: performance).
 
+* ``step_figure``: where the time of one GRPO step goes, stage by stage
+  (:func:`grpo_lab.perf.step_profile.time_grpo_step`);
 * ``ratio_figure``: each implementation's median time from ``python -m grpo_lab.bench`` as a
   multiple of a memory copy of the same size;
 * ``roofline_figure``: the roofline ``min(P, I W)`` (:func:`grpo_lab.perf.roofline.attainable`)
@@ -12,7 +14,38 @@ import numpy as np
 
 from grpo_lab.perf.roofline import attainable
 
-__all__ = ["ratio_figure", "roofline_figure"]
+__all__ = ["ratio_figure", "roofline_figure", "step_figure"]
+
+
+def step_figure(times, *, title=None, fig=None):
+    """Horizontal bars: each stage's share of one GRPO step's time, in stage order.
+
+    ``times`` is ``{stage: seconds}`` (the first result of ``time_grpo_step``). The title says
+    which stage takes the most, unless ``title`` is given. Returns the Figure (``fig`` is
+    cleared and reused when given).
+    """
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        fig = plt.figure(figsize=(8, 0.35 * len(times) + 1.4))
+    fig.clear()
+    ax = fig.subplots()
+    total = sum(times.values())
+    stages = list(times)
+    shares = [100 * times[s] / total for s in stages]
+    y = np.arange(len(stages))[::-1]
+    ax.barh(y, shares, color="tab:blue")
+    for yi, share, stage in zip(y, shares, stages):
+        ax.text(share + 0.5, yi, f"{share:.1f}% ({times[stage] * 1e3:.1f} ms)", va="center",
+                fontsize=8)
+    ax.set_yticks(y)
+    ax.set_yticklabels(stages, fontsize=8)
+    ax.set_xlim(0, max(shares) * 1.35)
+    ax.set_xlabel(f"share of one step's time (%); the step took {total * 1e3:.0f} ms")
+    top = max(times, key=times.get)
+    ax.set_title(title or f"One GRPO step of the tiny policy: {top} takes the most time")
+    fig.tight_layout()
+    return fig
 
 
 def ratio_figure(report, *, fig=None):
@@ -24,7 +57,8 @@ def ratio_figure(report, *, fig=None):
     """
     import matplotlib.pyplot as plt
 
-    rows = [r for r in report["results"] if "copy" not in r["impl"]]
+    rows = [r for r in report["results"]                  # the loss from hidden states has
+            if "copy" not in r["impl"] and "ratio_to_copy" in r]   # no copy to compare with
     if fig is None:
         fig = plt.figure(figsize=(9, 0.42 * len(rows) + 1.4))
     fig.clear()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ADV_FLOPS_PER_REWARD", "GPU", "H100_SXM", "LOSS_FLOPS_PER_TOKEN", "TraceCount",
+__all__ = ["ADV_FLOPS_PER_REWARD", "GPU", "H100_SXM", "H200_SXM", "LOSS_FLOPS_PER_TOKEN", "TraceCount",
            "advantages_min_bytes", "attainable", "loss_min_bytes", "measure_matmul_flops",
            "trace_torch_traffic"]
 
@@ -48,6 +48,11 @@ class GPU:
 #: NVIDIA H100 SXM5 (the H100 datasheet): 3.35 TB/s HBM3, 67 TFLOP/s FP32, 50 MB L2. The
 #: launch cost is an assumption of a few microseconds per eager kernel.
 H100_SXM = GPU("H100 SXM (datasheet)", 3.35e12, 67e12, 50e6, 5e-6)
+
+#: NVIDIA H200 SXM (the H200 datasheet): 4.8 TB/s HBM3e (141 GB), 67 TFLOP/s FP32; the same
+#: compute as the H100 SXM with 1.4x its bandwidth. The datasheet gives no L2 size: 60 MB is
+#: what PyTorch reports on one. Same assumed launch cost.
+H200_SXM = GPU("H200 SXM (datasheet)", 4.8e12, 67e12, 60e6, 5e-6)
 
 
 def attainable(intensity, peak_flops, bandwidth):

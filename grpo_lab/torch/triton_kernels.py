@@ -38,8 +38,8 @@ from grpo_lab.torch.aggregation import row_weights
 from grpo_lab.torch.loss import DIAGNOSTICS, check_loss_arguments, diagnostic_means
 from grpo_lab.torch.surrogate import MAX_LOG_RATIO
 
-__all__ = ["BLOCK_TOKENS", "grpo_loss_triton", "group_advantages_triton", "interpreted",
-           "kernels"]
+__all__ = ["BLOCK_TOKENS", "grpo_loss_kernel", "grpo_loss_triton", "group_advantages_kernel",
+           "group_advantages_triton", "interpreted", "kernels"]
 
 #: Tokens per program of the loss kernel.
 BLOCK_TOKENS = 1024
@@ -59,7 +59,7 @@ def _add(a, b):
     return a + b
 
 
-def _advantages_kernel(r_ptr, out_ptr, B, G, stride, par_ptr,
+def group_advantages_kernel(r_ptr, out_ptr, B, G, stride, par_ptr,
                        BLOCK_B: tl.constexpr, BLOCK_G: tl.constexpr):
     """BLOCK_B rows of G rewards per program: shift, mean, std, ``c (r - mean) / (std + eps)``;
     ``par`` holds ``eps, 1 / G, 1 / (G - ddof), c`` in float64 (a Python float would be fp32)."""
@@ -79,7 +79,7 @@ def _advantages_kernel(r_ptr, out_ptr, B, G, stride, par_ptr,
              (dev * factor[:, None]).to(out_ptr.dtype.element_ty), mask=inside)
 
 
-def _loss_kernel(lp_ptr, old_ptr, ref_ptr, adv_ptr, m_ptr, w_ptr, grad_ptr, sums_ptr, n, T,
+def grpo_loss_kernel(lp_ptr, old_ptr, ref_ptr, adv_ptr, m_ptr, w_ptr, grad_ptr, sums_ptr, n, T,
                  par_ptr, HAS_REF: tl.constexpr, PER_TOKEN: tl.constexpr, BLOCK: tl.constexpr):
     """BLOCK tokens per program: the weighted loss and its derivative in logp, and the sums of
     the diagnostics (one row of ``sums`` per program, in DIAGNOSTICS order, loss last).
@@ -137,8 +137,8 @@ def kernels():
             os.environ["TRITON_INTERPRET"] = "1"          # read when a kernel is decorated
         try:
             globals()["_add"] = triton.jit(_add)           # the kernels call it by name
-            _BUILT.update(advantages=triton.jit(_advantages_kernel),
-                          loss=triton.jit(_loss_kernel))
+            _BUILT.update(advantages=triton.jit(group_advantages_kernel),
+                          loss=triton.jit(grpo_loss_kernel))
         finally:
             if saved is None:
                 os.environ.pop("TRITON_INTERPRET", None)

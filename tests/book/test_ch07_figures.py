@@ -12,7 +12,9 @@ REPORT = {"results": [
     {"bench": "group_advantages", "shape": [8, 4], "impl": "numpy reference (x)",
      "ratio_to_copy": 40.0},
     {"bench": "group_advantages", "shape": [8, 4], "impl": "numpy fast (y)",
-     "ratio_to_copy": 5.0}]}
+     "ratio_to_copy": 5.0},
+    {"bench": "fused linear GRPO fwd+bwd", "shape": [2, 3, 4, 5], "impl": "fused",
+     "median_s": 0.1}]}                                # no copy: not a bar
 
 
 def test_figures_draw_and_state_their_finding():
@@ -53,3 +55,14 @@ def test_a_given_figure_is_cleared_and_reused():
 def test_the_old_names_on_roofline_say_where_the_figures_went(name):
     with pytest.raises(AttributeError, match=rf"gl\.book\.ch07\.{name}, which takes fig="):
         getattr(gl.roofline, name)
+
+
+def test_step_figure_shows_each_stage_share_and_names_the_largest():
+    times = {"generation": 0.03, "loss": 0.01, "policy backward": 0.06}
+    fig = ch07.step_figure(times)
+    ax = fig.axes[0]
+    widths = [p.get_width() for p in ax.patches]
+    assert widths == pytest.approx([30.0, 10.0, 60.0])              # percent, in stage order
+    assert "policy backward takes the most time" in ax.get_title()
+    assert "100 ms" in ax.get_xlabel()
+    assert ch07.step_figure(times, fig=fig, title="T") is fig and fig.axes[0].get_title() == "T"
