@@ -12,6 +12,9 @@ pytest.importorskip("triton")
 import grpo_lab.torch as glt  # noqa: E402
 from grpo_lab.torch import triton_kernels as tk  # noqa: E402
 
+#: Where the kernels run: the GPU when there is one (compiled), else the CPU (interpreted).
+DEVICE = "cpu" if tk.interpreted() else "cuda"
+
 
 def test_without_a_gpu_the_kernels_run_under_the_interpreter():
     if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
@@ -25,7 +28,7 @@ def test_without_a_gpu_the_kernels_run_under_the_interpreter():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_advantages_equal_the_torch_mirror(shape, dtype):
     gen = torch.Generator().manual_seed(sum(shape))
-    r = (3 * torch.randn(shape, generator=gen, dtype=torch.float64) + 1).to(dtype)
+    r = (3 * torch.randn(shape, generator=gen, dtype=torch.float64) + 1).to(dtype).to(DEVICE)
     r[0] = r[0, 0]                                                   # an all-equal group
     for baseline in ("mean", "leave_one_out"):
         for ddof in (0, 1):
@@ -38,11 +41,11 @@ def test_advantages_equal_the_torch_mirror(shape, dtype):
 
 def test_advantages_refuse_what_the_mirror_refuses():
     with pytest.raises(ValueError, match="^rewards: expected a group size G >= 2"):
-        tk.group_advantages_triton(torch.zeros(3, 1))
+        tk.group_advantages_triton(torch.zeros(3, 1, device=DEVICE))
     with pytest.raises(ValueError, match="^rewards: expected finite"):
-        tk.group_advantages_triton(torch.tensor([[1.0, float("nan")]]))
+        tk.group_advantages_triton(torch.tensor([[1.0, float("nan")]], device=DEVICE))
     with pytest.raises(ValueError, match="^scale: expected one of 'group'"):
-        tk.group_advantages_triton(torch.zeros(3, 4), scale="batch")
+        tk.group_advantages_triton(torch.zeros(3, 4, device=DEVICE), scale="batch")
 
 
 def loss_batch(N, T, dtype, per_token_adv, seed=0):
@@ -53,7 +56,8 @@ def loss_batch(N, T, dtype, per_token_adv, seed=0):
     adv = torch.randn((N, T) if per_token_adv else (N,), generator=gen, dtype=dtype)
     lengths = torch.randint(1, T + 1, (N,), generator=gen)
     mask = torch.arange(T)[None, :] < lengths[:, None]                         # ragged
-    return lp, old, ref, adv, mask
+    lp = lp.detach().to(DEVICE).requires_grad_()
+    return [lp] + [t.to(DEVICE) for t in (old, ref, adv, mask)]
 
 
 @pytest.mark.parametrize("N, T, agg, with_ref", [

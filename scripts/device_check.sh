@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU check of chapter 7, for a session that is lent a GPU machine (one run, a few minutes).
+#
+# Run from the repository root on the GPU machine, whose python3 already holds PyTorch (CUDA),
+# Triton, Numba and NumPy; Liger-Kernel is pure Python and comes as a wheel, because that
+# machine cannot reach a package registry. From a session here, first:
+#
+#     mkdir -p .device_wheels && pip download --no-deps -d .device_wheels liger-kernel==0.8.5
+#
+# (an untracked folder, so it travels with the working tree), then through the device tool,
+# with a timeout of about 500 s:
+#
+#     bash scripts/device_check.sh
+#
+# It writes into $OUT (or ./device_out): device.txt (GPU, driver, versions, date), tests.txt
+# (the Triton kernels and the fused linear loss tested on the GPU, not under the interpreter)
+# and bench.json / bench.txt (python -m grpo_lab.bench --device cuda: the Triton kernels, the
+# fused losses, eager code and Liger's, each against a copy on the GPU). Chapter 7's section
+# "On a GPU" then quotes bench.txt as measured data, with the date and the device.
+set -u
+OUT="${OUT:-device_out}"
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+unset TRITON_INTERPRET
+PY=python3
+if ls .device_wheels/*.whl >/dev/null 2>&1; then
+  $PY -m pip install --quiet --no-deps --no-index .device_wheels/*.whl || true
+fi
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  $PY -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.get_device_name())"
+  $PY -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))" || echo "liger-kernel: not installed"
+} > "$OUT/device.txt" 2>&1
+# the kernels on the GPU: the same tests CI runs under the interpreter
+timeout 240 $PY -m pytest tests/torch/test_triton_kernels.py tests/torch/test_fused_linear.py \
+  -q -p no:randomly -p no:cacheprovider -o addopts="" > "$OUT/tests.txt" 2>&1
+echo "tests exit $?" >> "$OUT/tests.txt"
+# the bench on the GPU (NumPy parts stay on the CPU)
+timeout 420 $PY -m grpo_lab.bench --device cuda --repeats 7 --out "$OUT/bench.json" \
+  > "$OUT/bench.txt" 2>&1
+echo "bench exit $?" >> "$OUT/bench.txt"
+tail -n 25 "$OUT/bench.txt"
