@@ -36,13 +36,15 @@ wrong answers are not installed with the package). The drill chapter
 """
 
 from grpo_lab.drills.ch01_advantages import check_group_advantages
-from grpo_lab.drills.ch02_ppo import check_aggregate_loss, check_clipped_surrogate, check_gae
+from grpo_lab.drills.ch02_aggregation import check_aggregate_loss
+from grpo_lab.drills.ch02_ppo import check_clipped_surrogate, check_gae
 from grpo_lab.drills.ch03_kl import check_k3_loss_gradient, check_kl_k3
 from grpo_lab.drills.ch04_precision import check_log_softmax, check_sequence_logprob_sum
 from grpo_lab.drills.ch05_rewards import check_format_reward
 from grpo_lab.drills.ch06_training import check_grpo_loss
 from grpo_lab.drills.ch07_performance import check_blocked_advantages, check_surrogate_grad
 from grpo_lab.drills.ch08_process import check_process_advantages
+from grpo_lab.drills.proof import load_catalogue, proof_table
 
 __all__ = [
     "check_group_advantages",                                                     # ch. 1
@@ -53,4 +55,5 @@ __all__ = [
     "check_grpo_loss",                                                            # ch. 6
     "check_blocked_advantages", "check_surrogate_grad",                           # ch. 7
     "check_process_advantages",                                                   # ch. 8
+    "load_catalogue", "proof_table",                                              # ch. 9
 ]

@@ -3,6 +3,11 @@
 The drill: ``my_group_advantages(rewards, eps=1e-8)``, rewards (B, G) -> (r - group mean) /
 (group std + eps), statistics along the last axis with keepdims, the population std (ddof=0),
 an all-equal group giving 0, the caller's array left alone.
+
+The cases: the worked example, several groups, B == G, seeded random batches (G odd, G even,
+binary rewards), all-equal groups of G = 3, 5 and 7 copies of a number that is not a power of
+two (where ``E[x^2] - mean^2`` comes out below 0), near-tied groups (where eps inside the square
+root is not eps beside the std), a large offset, and eps = 1e-4 and 0.5 passed by keyword.
 """
 
 from __future__ import annotations
@@ -10,85 +15,125 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
-from grpo_lab.drills.harness import call, named_mistake, verdict
+from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.harness import verdict
 
 __all__ = ["check_group_advantages"]
 
 _KEEPDIMS = (" (a group statistic of shape (B,) does not broadcast against (B, G): keep it "
              "(B, 1) with keepdims=True)")
+_EXACT_ZERO = 1e-6       # what "an all-equal group gives 0" allows: far below any real advantage
 
 
-def _call(fn, rewards, where, shape):
-    return call(fn, rewards, where=where, shape=shape, returns="the advantages array",
-                shape_hint="; advantages have the rewards' shape (B, G)",
-                broadcast_hint=_KEEPDIMS)
+def _stats(r, eps, ddof=0):
+    mean = r.mean(-1, keepdims=True)                             # (B, 1)
+    return r - mean, r.std(-1, keepdims=True, ddof=ddof), eps
 
 
-def check_group_advantages(fn, *, eps=1e-8, verbose=True) -> bool:
-    """Check ``fn(rewards) -> advantages`` against GRPO's formula with the population std.
+def _mistakes():
+    def m(hint, f):
+        return Mistake(hint, lambda case: f(case.inputs["rewards"], case.inputs["eps"]))
+    square = lambda r: r.shape[0] == r.shape[1]                  # noqa: E731
+    return [
+        m("that is Bessel's std (ddof=1, torch.std's default); this drill uses the population "
+          "std (ddof=0, NumPy's default)", lambda r, e: (lambda d, s, e: d / (s + e))(
+              *_stats(r, e, ddof=1))),
+        m("the mean is subtracted but the std is not divided out", lambda r, e: _stats(r, e)[0]),
+        m("the statistics were taken over axis 0 (across prompts); each row is a group: take "
+          "them along the last axis (axis=-1, keepdims=True)",
+          lambda r, e: (r - r.mean(0)) / (r.std(0) + e)),
+        m("the mean and std were taken over the whole batch; each prompt's group needs its "
+          "own (axis=-1, keepdims=True)", lambda r, e: (r - r.mean()) / (r.std() + e)),
+        m("the signs are flipped: a reward above the group mean must get a positive advantage",
+          lambda r, e: -group_advantages(r, e)),
+        m("eps is inside the square root, sqrt(var + eps); the drill adds it to the std, "
+          "std + eps, and the two differ when a group's rewards nearly tie",
+          lambda r, e: _stats(r, e)[0] / np.sqrt(r.var(-1, keepdims=True) + e)),
+        m("eps is used as a floor, max(std, eps); the drill adds it, std + eps",
+          lambda r, e: _stats(r, e)[0] / np.maximum(r.std(-1, keepdims=True), e)),
+        m("eps is missing: an all-equal group divides 0 by 0; add eps to the std",
+          lambda r, e: _stats(r, e)[0] / r.std(-1, keepdims=True)),
+        m("the eps argument is ignored (1e-8 is used whatever is passed): use eps",
+          lambda r, e: None if e == 1e-8 else group_advantages(r, 1e-8)),
+        m("the variance as E[x^2] - mean^2 can come out just below 0 for equal rewards (three "
+          "copies of 0.1 give -1.7e-18), and its square root is NaN: take the mean of the "
+          "squared deviations, ((r - mean)**2).mean(-1), or r.std(-1)",
+          lambda r, e: _stats(r, e)[0] / (np.sqrt((r * r).mean(-1, keepdims=True)
+                                                  - r.mean(-1, keepdims=True) ** 2) + e)),
+    ] + [m("on a batch with B == G the statistics broadcast along the wrong axis: a mean "
+           "of shape (B,) lines up with the last axis; keep it (B, 1) with keepdims=True",
+           lambda r, e, keep=keep: (r - r.mean(-1)) / (r.std(-1, keepdims=keep) + e)
+           if square(r) else None) for keep in (False, True)]
 
-    The drill: rewards (B, G) -> (r - group mean) / (group std + eps), statistics along the
-    last axis, ddof=0, an all-equal group giving 0.
+
+def _cases(eps):
+    """(where, rewards, eps passed by keyword or None) of every case, the worked example first."""
+    rng = np.random.default_rng(1)
+    near = 0.5 + 1e-6 * np.array([1.0, -1.0, 0.5, -0.5])          # std 7.9e-7 beside eps 1e-8
+    rows = [
+        ("the worked example [[1, 0, 1, 0]]", [[1.0, 0.0, 1.0, 0.0]], None),
+        ("a batch of 3 groups", [[1.0, 2.0, 3.0, 6.0], [10.0, 10.0, 40.0, 20.0],
+                                 [0.0, 1.0, 0.0, 0.0]], None),
+        ("a 3 x 3 batch (B == G)", [[1.0, 0.0, 0.0], [5.0, 6.0, 9.0], [2.0, 2.0, 3.0]], None),
+        ("an all-equal group", [[0.5, 0.5, 0.5, 0.5], [1.0, 0.0, 0.0, 1.0]], None),
+        ("a random (5, 8) batch", rng.normal(size=(5, 8)), None),
+        ("a random (4, 4) batch of 0/1 rewards", rng.integers(0, 2, size=(4, 4)) * 1.0, None),
+        ("a random (6, 5) batch (G odd)", 3 * rng.normal(size=(6, 5)) + 1, None),
+        ("a random (2, 7) batch", rng.uniform(-2, 2, size=(2, 7)), None),
+        ("all-equal groups of G = 3", [[0.1] * 3, [0.2] * 3, [0.72] * 3, [0.3, 0.1, 0.2]], None),
+        ("all-equal groups of G = 5", [[0.11] * 5, [0.21] * 5, [0.0, 1.0, 1.0, 0.0, 1.0]], None),
+        ("all-equal groups of G = 7", [[0.3] * 7, [0.03] * 7, list(range(7))], None),
+        ("near-tied groups", [near, near[::-1] * 3], None),
+        ("rewards near 1e4", 1e4 + rng.normal(size=(2, 6)), None),
+        ("rewards 0.5 +- 1e-4 with eps=1e-4", [0.5 + 1e-4 * np.array([1.0, -1.0, 1.0, -1.0]),
+                                               [0.0, 1.0, 0.0, 0.0]], 1e-4),
+        ("0/1 rewards with eps=0.5", rng.integers(0, 2, size=(3, 6)) * 1.0, 0.5),
+    ]
+    for where, rewards, case_eps in rows:
+        rewards = np.asarray(rewards, dtype=np.float64)
+        e = eps if eps is not None else 1e-8 if case_eps is None else case_eps
+        kwargs = {} if eps is None and case_eps is None else {"eps": e}
+        yield Case(where, (rewards,), group_advantages(rewards, e), kwargs=kwargs,
+                   inputs={"rewards": rewards, "eps": e},
+                   reference=lambda r, e=e: group_advantages(r, e), perturb=(0,),
+                   show=lambda i, r=rewards, e=e: (f"rewards[{i[0]}] = "
+                                                   f"{[full(v) for v in r[i[0]]]}, eps = {e}"))
+
+
+def _all_equal_gives_zero(case, answer):
+    r = case.inputs["rewards"]
+    rows = np.flatnonzero((r == r[:, :1]).all(-1))                # the all-equal groups
+    got = answer.values[rows]
+    if rows.size and not (np.abs(got) <= _EXACT_ZERO).all():
+        b = int(rows[np.argmax(~(np.abs(got) <= _EXACT_ZERO).any(-1))])
+        where = (f"on {case.where} the all-equal group rewards[{b}] = {full(r[b, 0])} x "
+                 f"{r.shape[1]} gave {[full(v, answer.dtype) for v in answer.values[b]]}, "
+                 "expected 0 (no spread, no signal)")
+        if np.isnan(answer.values[b]).any():
+            return where + (": NaN is the square root of a variance that came out just below "
+                            "0, as E[x^2] - mean^2 does for equal rewards that are not powers "
+                            "of two (three copies of 0.1 give -1.7e-18), or 0 / 0 without eps; "
+                            "take the mean of the squared deviations, ((r - mean)**2).mean(-1), "
+                            "and add eps to the std")
+        return where + (": the group mean of equal rewards can be off by one rounding, and "
+                        "divided by eps that is not small (float32 cannot even see eps = 1e-8 "
+                        "beside 0.1); compute in float64, or subtract each group's first "
+                        "reward before the mean")
+    return None
+
+
+def check_group_advantages(fn, *, eps=None, verbose=True) -> bool:
+    """Check ``fn(rewards, eps=1e-8) -> advantages`` against GRPO's formula, population std.
+
+    ``eps``: None tries the default (``fn(rewards)``) and eps = 1e-4 and 0.5 passed as
+    ``fn(rewards, eps=...)``; a number passes that eps to every call. A float32 answer is
+    graded to float32's precision; an all-equal group must give 0 (within 1e-6) in any dtype.
     """
     say = verdict(verbose, fn)
-
-    # 1. the worked example, with the usual slips named
-    right = np.array([[1.0, -1.0, 1.0, -1.0]])                     # (B=1, G=4)
-    out, problem = _call(fn, [[1.0, 0.0, 1.0, 0.0]], "[[1, 0, 1, 0]]", (1, 4))
-    if problem:
-        return say(False, problem)
-    if not np.allclose(out, right, rtol=1e-6):
-        hint = named_mistake(out, {
-            "you gave +-0.866, expected +-1: that is Bessel's std (ddof=1, torch.std's "
-            "default); this drill uses the population std (ddof=0)": np.sqrt(3) / 2 * right,
-            "you gave +-0.5, expected +-1: the mean is subtracted but the std is not divided "
-            "out": right / 2,
-            "you gave all zeros, expected +-1: were the mean and std taken over axis 0? Each "
-            "row is a group, so take them along the last axis (axis=-1)": 0.0,
-            "the signs are flipped: a right answer (reward above the group mean) must get a "
-            "positive advantage": -right,
-        })
-        hint = hint or f"you gave {np.round(out, 4).tolist()}, expected about [[1, -1, 1, -1]]"
-        return say(False, f"on [[1, 0, 1, 0]] {hint}")
-
-    # 2. several groups: statistics must be per group, along the last axis
-    rewards = np.array([[1.0, 2.0, 3.0, 6.0], [10.0, 10.0, 40.0, 20.0],
-                        [0.0, 1.0, 0.0, 0.0]])                      # (B=3, G=4)
-    expected = group_advantages(rewards, eps)
-    out, problem = _call(fn, rewards, "a batch of 3 groups", rewards.shape)
-    if problem:
-        return say(False, problem)
-    if not np.allclose(out, expected, rtol=1e-6, atol=1e-9):
-        hint = named_mistake(out, {
-            "the statistics were taken over axis 0 (across prompts); take them over the last "
-            "axis, within each group": (rewards - rewards.mean(0)) / (rewards.std(0) + eps),
-            "the mean and std were taken over the whole batch; each prompt's group needs its "
-            "own (axis=-1, keepdims=True)": (rewards - rewards.mean()) / (rewards.std() + eps),
-        })
-        hint = hint or f"row 0 should be {np.round(expected[0], 4).tolist()}"
-        return say(False, f"on a batch of 3 groups the advantages are wrong: {hint}")
-
-    # 3. square batch (B == G): a missing keepdims broadcasts silently along the wrong axis
-    square = np.array([[1.0, 0.0, 0.0], [5.0, 6.0, 9.0], [2.0, 2.0, 3.0]])   # (3, 3)
-    out, problem = _call(fn, square, "a 3x3 batch", square.shape)
-    if problem:
-        return say(False, problem)
-    if not np.allclose(out, group_advantages(square, eps), rtol=1e-6, atol=1e-9):
-        return say(False, "on a batch with B == G the result is wrong, though B != G worked: "
-                          "a mean of shape (B,) broadcasts along the last axis; keep it "
-                          "(B, 1) with keepdims=True")
-
-    # 4. the all-equal group
-    out, problem = _call(fn, [[0.5, 0.5, 0.5, 0.5], [1.0, 0.0, 0.0, 1.0]],
-                         "an all-equal group", (2, 4))
-    if problem:
-        return say(False, problem)
-    if not np.isfinite(out).all():
-        return say(False, "an all-equal group gave NaN or inf, expected 0: is the std "
-                          "guarded with eps?")
-    if not np.allclose(out[0], 0.0, atol=1e-6):
-        return say(False, f"an all-equal group gave {np.round(out[0], 4).tolist()}, "
-                          "expected 0: no spread, no signal")
-
-    return say(True, "worked example, per-group statistics, B == G and the all-equal group "
-                     "are all right")
+    return check_cases(
+        fn, list(_cases(eps)), say, mistakes=_mistakes(), extra=_all_equal_gives_zero,
+        returns="the advantages array", broadcast_hint=_KEEPDIMS,
+        signature="my_group_advantages(rewards, eps=1e-8)",
+        shape_hint="; advantages have the rewards' shape (B, G)",
+        passed="the worked example, per-group statistics, B == G, odd and even G, all-equal "
+               "and near-tied groups and eps passed by keyword are all right")

@@ -1,7 +1,9 @@
 """Drill checkers for chapter 3, the KL estimators: k3 per token, and the expected gradient of
 the k3 loss term.
 
-Each ``check_<name>(fn)`` prints a short verdict and returns True or False.
+Neither statement fixes a dtype: a float32 answer is graded to float32's precision, against
+the size of the terms it subtracts (``|expm1(r)| + |r|`` for k3, the probabilities for the
+gradient).
 """
 
 from __future__ import annotations
@@ -9,101 +11,147 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
-from grpo_lab.drills.harness import call, named_mistake, verdict
+from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.harness import verdict
 from grpo_lab.numerics.logprobs import log_softmax
-from grpo_lab.theory.kl_theory import estimator_grad_table, kl_categorical_grad
+from grpo_lab.theory.kl_theory import kl_categorical_grad
 
-__all__ = ["check_k3_loss_gradient", "check_kl_k3"]
+__all__ = ["check_k3_loss_gradient", "check_kl_k3", "k3_expected_gradient"]
+
+
+# --- k3 per token -------------------------------------------------------------------------------
+
+def _k3_cases():
+    rng = np.random.default_rng(0)
+    logp = np.log(rng.uniform(0.01, 1.0, size=(3, 5)))                   # (N, T)
+    ref_logp = np.log(rng.uniform(0.01, 1.0, size=(3, 5)))
+    ref_logp[:, 0] = logp[:, 0]                                          # agree on token 0
+    base = np.log([0.3, 0.05, 0.9])
+    rows = [("the worked example", np.log([0.5, 0.25]), np.log([0.25, 0.5])),
+            ("a batch of shape (3, 5)", logp, ref_logp),
+            ("tiny gaps", np.zeros(3), np.array([1e-6, -1e-6, 1e-4])),
+            ("tiny gaps beside log-probs far from 0", base, base + np.array([1e-7, -3e-8, 2e-5])),
+            ("a (2, 3, 4) batch", np.log(rng.uniform(0.01, 1, (2, 3, 4))),
+             np.log(rng.uniform(0.01, 1, (2, 3, 4)))),
+            ("large gaps (|r| up to 30)", np.array([[-20.0, -1.0, -31.0]]),
+             np.array([[-5.0, -16.0, -1.0]]))]
+    for where, lp, ref in rows:
+        r = ref - lp                                                     # log(pi_ref / pi_theta)
+        yield Case(where, (lp, ref), kl_k3(lp, ref), inputs={"logp": lp, "ref_logp": ref},
+                   scale=np.abs(np.expm1(r)) + np.abs(r), reference=kl_k3, perturb=(0, 1),
+                   show=lambda i, r=r: f"r = ref_logp - logp = {full(r[i])}")
+
+
+def _k3_mistakes():
+    def m(hint, f):
+        return Mistake(hint, lambda c: f(c.inputs["logp"], c.inputs["ref_logp"]))
+
+    return [
+        m("the ratio is upside down: k3 uses r = ref_logp - logp, i.e. pi_ref / pi_theta of "
+          "the sampled token", lambda a, b: kl_k3(b, a)),
+        m("that is k1 = logp - ref_logp, not k3", kl_k1),
+        m("that is k2 = (logp - ref_logp)^2 / 2, not k3", kl_k2),
+        m("exp(r) - 1 cancels for a tiny r (all but a few digits are rounding): compute it as "
+          "np.expm1(r) - r", lambda a, b: np.exp(b - a) - (b - a) - 1),
+        m("each sequence's k3 was summed (or averaged) and broadcast back over its tokens; k3 "
+          "is per token: no sums or means", lambda a, b: None if np.ndim(a) < 2 else
+          np.broadcast_to(kl_k3(a, b).sum(-1, keepdims=True), np.shape(a))),
+        m("each sequence's k3 was averaged and broadcast back over its tokens; k3 is per "
+          "token: no sums or means", lambda a, b: None if np.ndim(a) < 2 else
+          np.broadcast_to(kl_k3(a, b).mean(-1, keepdims=True), np.shape(a))),
+    ]
+
+
+def _exact_zero(case, answer):
+    agree = case.inputs["logp"] == case.inputs["ref_logp"]
+    if agree.any() and np.any(answer.values[agree] != 0):
+        i = tuple(int(j) for j in np.argwhere(agree & (answer.values != 0))[0])
+        return (f"on {case.where} entry {list(i)} is {full(answer.values[i], answer.dtype)} "
+                "where logp == ref_logp: the estimate must be exactly 0 there (r = 0, and "
+                "expm1(0) - 0 is 0)")
+    return None
 
 
 def check_kl_k3(fn, *, verbose=True) -> bool:
     """Check ``fn(logp, ref_logp) -> k3`` per token, k3 = exp(r) - r - 1, r = ref_logp - logp.
 
-    Tokens are sampled from pi_theta; the answer must keep the shape, never be negative, be
-    exactly 0 where the two log-probs agree, and stay accurate for tiny gaps (use expm1).
+    Tokens are sampled from pi_theta; the answer must keep the shape (any shape), be exactly 0
+    where the two log-probs agree, and stay accurate for tiny gaps (use expm1).
     """
     say = verdict(verbose, fn)
-    per_token = "; the estimate is per token, same shape as logp"
+    return check_cases(fn, list(_k3_cases()), say, mistakes=_k3_mistakes(), extra=_exact_zero,
+                       shape_hint="; the estimate is per token, same shape as logp",
+                       signature="my_kl_k3(logp, ref_logp)", returns="the per-token k3 array",
+                       passed="worked example, batches of 1 to 3 dimensions, exact zeros "
+                              "where the policies agree, tiny and large gaps are all right")
 
-    # 1. the worked example, with the usual mix-ups named
-    logp, ref_logp = np.log([0.5, 0.25]), np.log([0.25, 0.5])
-    expected = kl_k3(logp, ref_logp)                     # [log 2 - 0.5, 1 - log 2]
-    out, problem = call(fn, logp, ref_logp, where="the worked example", shape=(2,),
-                        shape_hint=per_token)
-    if problem:
-        return say(False, problem)
-    if not np.allclose(out, expected, rtol=1e-9):
-        hint = named_mistake(out, {
-            "the ratio is upside down: k3 uses r = ref_logp - logp, i.e. "
-            "pi_ref / pi_theta of the sampled token": kl_k3(ref_logp, logp),
-            "that is k1 = logp - ref_logp, not k3": kl_k1(logp, ref_logp),
-            "that is k2 = (logp - ref_logp)^2 / 2, not k3": kl_k2(logp, ref_logp),
-        }, rtol=1e-9, atol=1e-8)
-        return say(False, f"on the worked example you gave {np.round(out, 4).tolist()}, "
-                          f"expected {np.round(expected, 4).tolist()}"
-                          + (f": {hint}" if hint else ""))
 
-    # 2. a batch (N, T): elementwise, shape kept, zero where the policies agree
-    rng = np.random.default_rng(0)
-    logp = np.log(rng.uniform(0.01, 1.0, size=(3, 5)))                   # (N, T)
-    ref_logp = np.log(rng.uniform(0.01, 1.0, size=(3, 5)))               # (N, T)
-    ref_logp[:, 0] = logp[:, 0]                                          # agree on token 0
-    out, problem = call(fn, logp, ref_logp, where="a batch of shape (3, 5)", shape=(3, 5),
-                        shape_hint=": no sums or means, one estimate per token")
-    if problem:
-        return say(False, problem)
-    if not np.allclose(out, kl_k3(logp, ref_logp), rtol=1e-9, atol=1e-15):
-        return say(False, "on a batch of shape (3, 5) the values are wrong, though the worked "
-                          "example was right: is anything reduced or broadcast?")
-    if np.any(out[:, 0] != 0):
-        return say(False, "where logp == ref_logp the estimate must be exactly 0")
+# --- the expected gradient of the k3 loss term ---------------------------------------------------
 
-    # 3. tiny gaps: exp(r) - 1 - r loses every digit to cancellation; expm1(r) - r does not
-    tiny = np.array([1e-6, -1e-6, 1e-4])
-    out, problem = call(fn, np.zeros(3), tiny, where="tiny gaps", shape=(3,),
-                        shape_hint=per_token)
-    if problem:
-        return say(False, problem)
-    if np.any(out < 0) or not np.allclose(out, kl_k3(np.zeros(3), tiny), rtol=1e-6, atol=0):
-        return say(False, f"for r = 1e-6 you gave {out[0]:.6e}, expected "
-                          f"{kl_k3([0.0], [1e-6])[0]:.6e}: exp(r) - 1 cancels; compute it "
-                          "as np.expm1(r)")
+def k3_expected_gradient(logits, ref_logits):
+    """``sum_x pi(x) d k3(x) / d logits`` by the chain rule, the sampled x held fixed: with
+    ``r(x) = log pi_ref(x) - log pi(x)``, ``d k3 / d log pi(x) = 1 - e^{r(x)}`` and
+    ``d log pi(x) / d logits_j = [x = j] - pi_j`` (what the drill asks the reader to reduce)."""
+    logp, ref_logp = log_softmax(logits), log_softmax(ref_logits)       # (V,), (V,)
+    p = np.exp(logp)
+    d_k3 = -np.expm1(ref_logp - logp)                                   # (V,) d k3 / d log pi(x)
+    d_logp = np.eye(p.size) - p[None, :]                                # (V, V) [x, j]
+    return (p * d_k3) @ d_logp                                          # (V,)
 
-    return say(True, "worked example, batch shape, zero where the policies agree and tiny "
-                     "gaps are all right")
+
+def _grad_cases():
+    rng = np.random.default_rng(3)
+    rows = [(f"a vocabulary of V = {V} tokens", rng.normal(size=V), rng.normal(size=V))
+            for V in (3, 4, 5, 6)]
+    z = rng.normal(size=5)
+    rows += [("two tokens", np.array([0.3, -1.2]), np.array([1.0, 0.0])),
+             ("identical policies", z, z.copy()),
+             ("peaked policies (logits spread over 30)", 10 * rng.normal(size=6),
+              10 * rng.normal(size=6)),
+             ("logits near 800 (exp overflows unless shifted)", 800 + rng.normal(size=4),
+              -800 + rng.normal(size=4))]
+    for where, z, zr in rows:
+        p, pr = np.exp(log_softmax(z)), np.exp(log_softmax(zr))
+        yield Case(where, (z, zr), k3_expected_gradient(z, zr),
+                   inputs={"logits": z, "ref_logits": zr}, scale=p + pr,
+                   reference=k3_expected_gradient, perturb=(0, 1))
+
+
+def _grad_mistakes():
+    def m(hint, f):
+        return Mistake(hint, lambda c: f(c.inputs["logits"], c.inputs["ref_logits"]))
+    return [
+        m("that is the gradient of KL(pi_theta || pi_ref), which k2 gives; k3's gradient "
+          "follows the other direction", kl_categorical_grad),
+        m("the sign is flipped: this is the gradient of the penalty, not of -penalty",
+          lambda z, zr: -k3_expected_gradient(z, zr)),
+        m("exp(logits) are not probabilities: take the softmax of both logits first "
+          "(pi = exp(z - logsumexp(z)))", lambda z, zr: np.exp(z) - np.exp(zr)),
+        m("all zeros is k1's expected gradient; k3's is not zero", lambda z, zr: np.zeros_like(z)),
+    ]
+
+
+def _finite_gradient(case, answer):
+    if not np.isfinite(answer.values).all():
+        return (f"on {case.where} the gradient has inf or NaN entries "
+                f"{[full(v, answer.dtype) for v in answer.values]}: exp(800) overflows; "
+                "subtract each vector's max logit before exp (softmax does not change)")
+    return None
 
 
 def check_k3_loss_gradient(fn, *, verbose=True) -> bool:
     """Check ``fn(logits, ref_logits) -> g``: the expected gradient of the k3 loss term.
 
     For pi_theta = softmax(logits) and pi_ref = softmax(ref_logits), both shape (V,), the
-    answer is ``sum_x pi_theta(x) * d k3(x) / d logits``, tokens x ~ pi_theta held fixed:
-    the closed form the chapter asks the reader to derive.
+    answer is ``sum_x pi_theta(x) * d k3(x) / d logits``, tokens x ~ pi_theta held fixed
+    (:func:`k3_expected_gradient`; the tests check it against finite differences of
+    ``gl.kl_k3``), the closed form the chapter asks the reader to derive.
     """
     say = verdict(verbose, fn)
-    rng = np.random.default_rng(3)
-    for case in range(4):
-        V = 3 + case
-        logits, ref_logits = rng.normal(size=V), rng.normal(size=V)     # (V,), (V,)
-        p = np.exp(log_softmax(logits))
-        expected = estimator_grad_table(kl_k3, logits, ref_logits) @ p   # (V,)
-        out, problem = call(fn, logits, ref_logits, where=f"a vocabulary of V = {V} tokens",
-                            shape=(V,),
-                            shape_hint="; the gradient has one entry per logit")
-        if problem:
-            return say(False, problem)
-        if np.allclose(out, expected, atol=1e-6):
-            continue
-        hint = named_mistake(out, {
-            "that is the gradient of KL(pi_theta || pi_ref), which k2 gives; k3's gradient "
-            "follows the other direction": kl_categorical_grad(logits, ref_logits),
-            "the sign is flipped: this is the gradient of the penalty, not of -penalty":
-                -expected,
-            "exp(logits) are not probabilities: take the softmax of both logits first "
-            "(pi = exp(z - logsumexp(z)))": np.exp(logits) - np.exp(ref_logits),
-            "all zeros is k1's expected gradient; k3's is not zero": 0.0,
-        }, rtol=1e-5, atol=1e-6)
-        hint = hint or f"expected {np.round(expected, 4).tolist()}"
-        return say(False, f"with V = {V} tokens you gave {np.round(out, 4).tolist()}: {hint}")
-    return say(True, "your closed form matches the finite-difference gradient of gl.kl_k3 on "
-                     "4 random policies")
+    return check_cases(fn, list(_grad_cases()), say, mistakes=_grad_mistakes(),
+                       extra=_finite_gradient, returns="the (V,) gradient",
+                       shape_hint="; the gradient has one entry per logit",
+                       signature="my_k3_grad(logits, ref_logits)",
+                       passed="your closed form matches the expected gradient of gl.kl_k3 on "
+                              "8 policies: random, two tokens, identical, peaked and logits "
+                              "near 800")

@@ -1,9 +1,14 @@
-"""Drill checkers for chapter 4 (low precision): they run the reader's function on worked
-cases and on float16 / bfloat16 inputs, and say what exactly goes wrong, and why.
+"""Drill checkers for chapter 4 (low precision): they hand the reader's function float16 and
+bfloat16 arrays *in their own dtype*, and say what goes wrong, and why.
 
-Each ``check_<name>(fn)`` prints a short verdict and returns True or False. Unlike the other
-checkers, these pass the reader's function arrays *in their low-precision dtype*: surviving
-that is the drill.
+* ``check_log_softmax(fn)``: ``fn(logits) -> logp`` over the last axis. The statement: shift by
+  the row max, accumulate in float32 or wider, return float32 or wider, accurate to 1e-3 nats
+  on 32000 bfloat16 logits. Other cases are graded to the answer's own precision.
+* ``check_sequence_logprob_sum(fn)``: ``fn(logp, mask) -> (N,)``. The statement fixes the
+  accumulator: float32 or wider. So every answer is allowed what a float32 running sum of n
+  terms makes in practice, ``8 sqrt(n) u32 sum|x|`` (its rounding errors add like a random
+  walk: a float32 loop over 32768 log-probs is off by about 0.15), far below what a
+  bfloat16 accumulator loses (tens to tens of thousands).
 """
 
 from __future__ import annotations
@@ -13,16 +18,13 @@ import math
 import ml_dtypes
 import numpy as np
 
-from grpo_lab.drills.harness import call, named_mistake, verdict
+from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.harness import verdict
 
 __all__ = ["check_log_softmax", "check_sequence_logprob_sum"]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def _call(fn, *arrays, **where_and_shape):
-    """The reader's function on copies in their own (low-precision) dtype."""
-    return call(fn, *arrays, dtype=None, **where_and_shape)
+F16 = np.dtype(np.float16)
 
 
 def _reference_log_softmax(z):
@@ -30,113 +32,159 @@ def _reference_log_softmax(z):
     return z - np.logaddexp.reduce(z, axis=-1, keepdims=True)
 
 
-def check_log_softmax(fn, *, verbose=True) -> bool:
-    """Check ``fn(logits) -> log-probs`` over the last axis, for float16 and bfloat16 logits.
+# --- log-softmax --------------------------------------------------------------------------------
 
-    The drill: shift by the row max (no exp overflows), accumulate the sum of exponentials
-    in float32 or wider, and return float32 or wider.
+def _ls_cases():
+    rng = np.random.default_rng(0)
+    rows = [("the worked example", np.log([[1.0, 1.0, 2.0], [1.0, 3.0, 4.0]]), 0.0),
+            ("float16 logits [0, 5, 12]", np.array([[0.0, 5.0, 12.0]], dtype=F16), 0.0),
+            ("32000 bfloat16 logits", rng.normal(scale=0.5, size=(2, 32_000)).astype(BF16),
+             1e-3),                                        # the statement's accuracy
+            ("bfloat16 logits spread over +-150", rng.normal(scale=50, size=(2, 40)).astype(BF16),
+             0.0),
+            ("float32 logits of +-1000", np.array([[1000.0, 0.0, -1000.0, 999.0]], np.float32),
+             0.0),
+            ("float32 logits of shape (3, 7)", rng.normal(size=(3, 7)).astype(np.float32), 0.0),
+            ("float64 logits of shape (2, 3, 5)", rng.normal(size=(2, 3, 5)), 0.0),
+            ("one logit per row", np.array([[3.0], [-2.0]], dtype=F16), 0.0)]
+    for where, z, atol in rows:
+        wide = z.astype(np.float64)
+        spread = np.abs(wide - wide.max(-1, keepdims=True))
+        yield Case(where, (z,), _reference_log_softmax(z), inputs={"logits": z},
+                   scale=np.abs(wide) + spread + np.log(z.shape[-1]) + 1, atol=atol,
+                   reference=_reference_log_softmax, perturb=(0,),
+                   show=lambda i, z=z: f"logits{list(i)} = {full(z[i], str(z.dtype))} in "
+                                       f"{z.dtype}, row max {full(z[i[:-1]].max(), str(z.dtype))}")
+
+
+def _ls_mistakes():
+    def m(hint, f, dtypes=None):
+        def value(c):
+            z = c.inputs["logits"]
+            return None if dtypes and z.dtype not in dtypes else f(z)
+        return Mistake(hint, value)
+
+    def low_sum(z):                                   # every step in the input's dtype
+        shifted = z - z.max(-1, keepdims=True)
+        return (shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))).astype(np.float32)
+
+    return [
+        m("those are probabilities (softmax); take their log, or z - logsumexp(z)",
+          lambda z: np.exp(_reference_log_softmax(z))),
+        m("you normalised over axis 0; the vocabulary is the last axis (axis=-1)",
+          lambda z: None if z.shape[0] == 1 else z.astype(np.float64) - np.logaddexp.reduce(
+              z.astype(np.float64), axis=0, keepdims=True)),
+        m("you subtracted the max but not log(sum(exp(z - max)))",
+          lambda z: (z.astype(np.float64) - z.astype(np.float64).max(-1, keepdims=True))),
+        m("the sum of exp ran in bfloat16, where a running sum stops growing near 256 (and "
+          "exp rounds to 3 digits): cast to float32 (or float64) before exp and the sum",
+          low_sum, dtypes=(BF16,)),
+    ]
+
+
+def _finite(case, answer):
+    if np.isfinite(answer.values).all():
+        return None
+    i = tuple(int(j) for j in np.argwhere(~np.isfinite(answer.values))[0])
+    z = case.inputs["logits"]
+    return (f"on {case.where} entry {list(i)} is {answer.values[i]}, in a row whose largest "
+            f"logit is {full(z[i[:-1]].max(), str(z.dtype))}: exp of a logit that large "
+            f"overflows ({z.dtype} and "
+            "float32 stop near exp(88), float16 at exp(11), float64 at exp(709)). Subtract "
+            "the row max before exp: every exp is then at most 1")
+
+
+def check_log_softmax(fn, *, verbose=True) -> bool:
+    """Check ``fn(logits) -> log-probs`` over the last axis, for float16, bfloat16, float32 and
+    float64 logits handed over in their own dtype.
+
+    The drill: shift by the row max (no exp overflows), accumulate the sum of exponentials in
+    float32 or wider, return float32 or wider.
     """
     say = verdict(verbose, fn)
+    return check_cases(fn, list(_ls_cases()), say, mistakes=_ls_mistakes(), extra=_finite,
+                       dtype=None, returns="the log-probs array",
+                       shape_hint="; log-probs have the logits' shape",
+                       signature="my_log_softmax(logits)",
+                       passed="worked example, float16 past exp's range, 32000 bfloat16 "
+                              "logits, bfloat16 spread over +-150, float32 at +-1000, and "
+                              "float32 / float64 batches are all right")
 
-    # 1. the worked example, with the usual mix-ups named
-    z = np.log([[1.0, 1.0, 2.0], [1.0, 3.0, 4.0]])                 # (2, V=3), float64
-    want = _reference_log_softmax(z)                               # log(1/4, 1/4, 1/2), ...
-    out, problem = _call(fn, z, where="the worked example", shape=z.shape,
-                         shape_hint="; log-probs have the logits' shape")
-    if problem:
-        return say(False, problem)
-    out = out.astype(np.float64)
-    if not np.allclose(out, want, atol=1e-6):
-        hint = named_mistake(out, {
-            "those are probabilities (softmax); take their log, or z - logsumexp(z)":
-                np.exp(want),
-            "you normalised over axis 0; the vocabulary is the last axis (axis=-1)":
-                z - np.log(np.exp(z).sum(0, keepdims=True)),
-            "you subtracted the max but not log(sum(exp(z - max)))": z - z.max(-1, keepdims=True),
-        }, rtol=1e-5, atol=1e-6)
-        hint = hint or f"row 0 should be {np.round(want[0], 4).tolist()}"
-        return say(False, f"on the worked example the log-probs are wrong: {hint}")
 
-    # 2. float16 logits past exp's range: the max shift
-    z16 = np.array([[0.0, 5.0, 12.0]], dtype=np.float16)           # exp(12) > 65504
-    out, problem = _call(fn, z16, where="float16 logits", shape=z16.shape)
-    if problem:
-        return say(False, problem)
-    if not np.isfinite(out.astype(np.float64)).all():
-        return say(False, "float16 logits [0, 5, 12] gave inf or NaN: exp(12) = 162755 is "
-                          "beyond float16's 65504. Subtract the row max before exp")
+# --- sequence log-prob sums ---------------------------------------------------------------------
 
-    # 3. bfloat16 logits over a 32k vocabulary: the accumulator and the output dtype
+def _sum_cases():
     rng = np.random.default_rng(0)
-    zb = rng.normal(scale=0.5, size=(2, 32_000)).astype(BF16)      # a flat distribution
-    want = _reference_log_softmax(zb)
-    out, problem = _call(fn, zb, where="bfloat16 logits", shape=zb.shape)
-    if problem:
-        return say(False, problem)
-    if out.dtype in (np.dtype(np.float16), BF16):
-        err = np.abs(out.astype(np.float64) - want).max()
-        return say(False, f"the log-probs come back in {out.dtype}, off by up to {err:.3f} "
-                          "nats from rounding alone: return float32 or wider")
-    err = np.abs(out.astype(np.float64) - want).max()
-    if err > 1e-3:
-        return say(False, f"on 32000 bfloat16 logits the log-probs are off by {err:.2f} nats: "
-                          "the sum of exp ran in bfloat16, where a running sum stops growing "
-                          "near 256. Cast to float32 (or float64) before summing")
+    long = -rng.exponential(2.5, size=(1, 32_768))                  # sum near -82000
 
-    return say(True, "worked example, float16 overflow and a 32k bfloat16 vocabulary are all "
-                     "right")
+    def ragged(n, t, dtype, pad=-99.0):
+        mask = np.arange(t) < rng.integers(1, t + 1, size=(n, 1))   # (N, T) bool
+        return np.where(mask, -rng.exponential(2.0, size=(n, t)), pad).astype(dtype), mask
+
+    rows = [("the worked example (logp of shape (2, 3), the padding -99)",
+             np.array([[-1.0, -2.0, -99.0], [-0.5, -0.5, -0.5]]),
+             np.array([[1, 1, 0], [1, 1, 1]], dtype=bool)),
+            ("32768 bfloat16 log-probs", long.astype(BF16), np.ones(long.shape, bool)),
+            ("32768 float16 log-probs", long.astype(F16), np.ones(long.shape, bool)),
+            ("a ragged (4, 300) bfloat16 batch", *ragged(4, 300, BF16)),
+            ("a ragged 5 x 5 float32 batch (N == T)", *ragged(5, 5, np.float32)),
+            ("a ragged (3, 1000) float16 batch", *ragged(3, 1000, F16, pad=-60000.0))]
+    for where, logp, mask in rows:
+        kept = np.where(mask, logp.astype(np.float64), 0.0)           # (N, T)
+        exact = np.array([math.fsum(row) for row in kept])            # (N,) correctly rounded
+        n = mask.sum(-1)
+        yield Case(where, (logp, mask), exact, inputs={"logp": logp, "mask": mask},
+                   scale=np.sqrt(n) * np.abs(kept).sum(-1),
+                   show=lambda i, n=n, d=logp.dtype: f"{n[i[0]]} real {d} tokens in row {i[0]}")
+
+
+def _sum_mistakes():
+    def m(hint, f):
+        return Mistake(hint, lambda c: f(c.inputs["logp"], c.inputs["mask"]))
+
+    def wide(logp):
+        return logp.astype(np.float64)
+
+    return [
+        m("the padded tokens were counted: multiply by the mask, or np.where(mask, logp, 0), "
+          "before summing", lambda lp, mask: wide(lp).sum(-1)),
+        m("that is a mean (the sum divided by the length); this drill is the sum",
+          lambda lp, mask: np.where(mask, wide(lp), 0).sum(-1) / mask.sum(-1)),
+        m("that is a mean over all T positions; this drill is the sum",
+          lambda lp, mask: np.where(mask, wide(lp), 0).mean(-1)),
+        m("the sum was taken over axis 0 (across sequences); each row is a sequence: sum "
+          "along the last axis", lambda lp, mask: np.where(mask, wide(lp), 0).sum(0)
+          if lp.shape[0] == lp.shape[1] else None),
+        m("the running sum was kept in the input's dtype, which stops growing once it dwarfs "
+          "the terms: cast to float32 (or float64) before the sum",
+          lambda lp, mask: None if lp.dtype == np.float64 else
+          (lp * mask.astype(lp.dtype)).sum(-1).astype(np.float64)),
+    ]
+
+
+def _finite_sum(case, answer):
+    if np.isfinite(answer.values).all():
+        return None
+    i = int(np.argwhere(~np.isfinite(answer.values))[0, 0])
+    d = case.inputs["logp"].dtype
+    return (f"on {case.where} sum {i} is {answer.values[i]}, expected {full(case.expected[i])}: "
+            f"the sum is beyond {d}'s range (float16 stops at 65504), so it was accumulated "
+            f"in {d}, or the padding was multiplied in. Accumulate in float32 or float64, "
+            "padding set to 0")
 
 
 def check_sequence_logprob_sum(fn, *, verbose=True) -> bool:
-    """Check ``fn(logp, mask) -> (N,)`` sums of the real tokens' log-probs, for bfloat16 and
-    float16 log-probs over 32k tokens.
+    """Check ``fn(logp, mask) -> (N,)`` sums of the real tokens' log-probs, for float64,
+    bfloat16, float16 and float32 log-probs (32768 tokens, and ragged batches).
 
-    The drill: padding (mask 0) never enters, the sum runs along the last axis, it is
+    The drill: padding (mask False) never enters, the sum runs along the last axis, it is
     accumulated in float32 or wider, and the result is returned in float32 or wider.
     """
     say = verdict(verbose, fn)
-
-    # 1. the worked example: the padded token is -99
-    logp = np.array([[-1.0, -2.0, -99.0], [-0.5, -0.5, -0.5]])
-    mask = np.array([[1, 1, 0], [1, 1, 1]], dtype=bool)
-    out, problem = _call(fn, logp, mask, where="the worked example (logp of shape (2, 3))",
-                         shape=(2,), shape_hint=": one sum per sequence")
-    if problem:
-        return say(False, problem)
-    out = out.astype(np.float64)
-    if np.allclose(out, [-102.0, -1.5]):
-        return say(False, "the padded token (-99) was counted: multiply by the mask, or "
-                          "np.where(mask, logp, 0), before summing")
-    if np.allclose(out, [-1.5, -0.5]) or np.allclose(out, [-1.5, -1.5 / 3]):
-        return say(False, f"you gave {out.tolist()}: that is a mean; this drill is the sum")
-    if not np.allclose(out, [-3.0, -1.5]):
-        return say(False, f"on the worked example you gave {np.round(out, 4).tolist()}, "
-                          "expected [-3.0, -1.5]")
-
-    # 2. 32k tokens in bfloat16 and in float16
-    rng = np.random.default_rng(0)
-    long = -rng.exponential(2.5, size=(1, 32_768))                  # sum near -82000
-    ones = np.ones(long.shape, dtype=bool)
-    for dtype in (BF16, np.dtype(np.float16)):
-        x = long.astype(dtype)
-        exact = math.fsum(x.astype(np.float64).ravel())
-        out, problem = _call(fn, x, ones, where=f"32768 {dtype} log-probs", shape=(1,))
-        if problem:
-            return say(False, problem)
-        got = float(out.astype(np.float64).ravel()[0])
-        if not math.isfinite(got):
-            return say(False, f"32768 {dtype} log-probs summed to {got}: the sum ({exact:.0f}) "
-                              f"is beyond {dtype}'s range. Accumulate in float32 or float64")
-        low_out = out.dtype in (np.dtype(np.float16), BF16)
-        # storing the exact sum in a 16-bit dtype costs at most half its spacing there
-        rounding = abs(exact) * float(ml_dtypes.finfo(out.dtype).eps) / 2 if low_out else 0.0
-        if abs(got - exact) > rounding + 0.1:
-            return say(False, f"32768 {dtype} log-probs summed to {got:.1f}, expected "
-                              f"{exact:.1f}: the running sum was kept in {dtype}, which stops "
-                              "growing once it dwarfs the terms. Accumulate in float32+")
-        if low_out:
-            return say(False, f"the sum comes back in {out.dtype}: {exact:.1f} is stored as "
-                              f"{got:.1f}. Return float32 or wider")
-
-    return say(True, "worked example with padding, and 32k tokens in bfloat16 and float16 "
-                     "are all right")
+    return check_cases(fn, list(_sum_cases()), say, mistakes=_sum_mistakes(), extra=_finite_sum,
+                       fixed="float32", k=8.0, dtype=None, returns="the (N,) sums",
+                       shape_hint=": one sum per sequence",
+                       signature="my_sequence_logprob_sum(logp, mask)",
+                       passed="worked example with padding, 32k tokens in bfloat16 and "
+                              "float16, and ragged bfloat16, float32 and float16 batches are "
+                              "all right")

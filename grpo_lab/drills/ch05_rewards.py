@@ -60,24 +60,50 @@ FORMAT_CASES = (
      "an empty (or blank) answer is no answer; reward it and the policy stops answering"),
     ("an unclosed <answer>", "<think>7 + 5 = 12</think><answer>12", 0.0,
      "the answer must be closed by </answer>"),
+    ("a stray closing tag", "<think>7 + 5 = 12</think></think><answer>12</answer>", 0.0,
+     "each tag exactly once: count the closing tags too, not only the opening ones"),
+    ("a stray </answer> at the end",
+     "<think>7 + 5 = 12</think><answer>12</answer></answer>", 0.0,
+     "each tag exactly once: count the closing tags too, not only the opening ones"),
+    ("an answer tag inside the thinking",
+     "<think>I will write </answer> later</think><answer>12</answer>", 0.0,
+     "each tag exactly once: a lazy .*? stops at the first </think> and never sees an "
+     "</answer> that sits inside the thinking"),
+    ("the answer block inside the thinking",
+     "<think>7 + 5 <answer>12</answer></think>", 0.0,
+     "the blocks come one after the other, not one inside the other: the answer must "
+     "follow </think>"),
+    ("interleaved blocks", "<think>7 + 5<answer></think>12</answer>", 0.0,
+     "the blocks must not interleave: </think> closes the thinking before <answer> opens"),
+    ("a long thinking (20000 characters)",
+     "<think>" + "7 + 5 is 12. " * 1540 + "</think><answer>12</answer>", 1.0,
+     "a long completion is still a completion: a pattern that backtracks (nested "
+     "quantifiers) takes too long, or a length cap cuts real answers"),
 )
 
 
 def check_format_reward(fn, *, verbose=True) -> bool:
-    """Check ``fn(completion) -> 1.0 or 0.0`` on FORMAT_CASES, the rewards of gl.format_reward."""
+    """Check ``fn(completion) -> 1.0 or 0.0`` on FORMAT_CASES, the rewards of gl.format_reward.
+
+    The first completion scored wrong is the verdict, with its hint; every call runs under
+    the harness's time limit, so a pattern that backtracks for ever is a verdict too.
+    """
     say = verdict(verbose, fn)
     for name, text, expected, hint in FORMAT_CASES:
-        out, problem = call(fn, text, where=f"{name} ({text!r})", shape=(), returns="1.0 or 0.0",
+        shown = text if len(text) < 80 else f"{text[:40]}...{text[-30:]}"
+        out, problem = call(fn, text, where=f"{name} ({shown!r})", shape=(),
+                            returns="1.0 or 0.0",
                             shape_hint="; a reward is one number per completion")
         if problem:
             never = ("; a reward returns 0.0 for text it does not like, it never raises on "
                      "the policy's output") if " your function raised " in problem else ""
             return say(False, problem + never)
-        got = float(out)
+        got = float(out.values)
         if got not in (0.0, 1.0):
-            return say(False, f"on {name} you gave {got:.4g}; a format reward is 1.0 or 0.0")
+            return say(False, f"on {name} you gave {got!r}; a format reward is 1.0 or 0.0")
         if got != expected:
-            return say(False, f"{name} ({text!r}) got {got:.1f}, expected {expected:.1f}: "
+            return say(False, f"{name} ({shown!r}) got {got:.1f}, expected {expected:.1f}: "
                               f"{hint}")
     return say(True, f"all {len(FORMAT_CASES)} completions (multi-line, whitespace, repeated, "
-                     "nested, unclosed and misplaced tags, empty answers) are scored right")
+                     "stray, nested, interleaved, unclosed and misplaced tags, empty answers, "
+                     "a long thinking) are scored right")

@@ -5,8 +5,11 @@ old_logp, ref_logp (N, T) float64, adv (N,) one advantage per completion and mas
 returns the loss as a 0-d tensor: the per-token clipped surrogate plus beta * k3, reduced the
 ``grpo`` way (mean over each completion's tokens, then over the completions). It is compared
 with ``gl.torch.grpo_loss(..., kl="k3", agg="grpo")`` in value and in its gradient with respect
-to logp, on ragged batches whose ratios have left 1 on both sides of the clip range and whose
-padded positions hold garbage. Torch is imported when the checker runs, not before.
+to logp, on ragged batches whose ratios have left 1 on both sides of the clip range, whose
+padded positions hold garbage, with N == T (where an advantage broadcast along the tokens goes
+unnoticed), beta = 0, one completion, and A < 0 far past the clip (where verl's dual-clip would
+differ). The inputs are float64, so the loss is graded at float64 precision, with room for a
+guard eps of 1e-8 beside each length. Torch is imported when the checker runs, not before.
 """
 
 from __future__ import annotations
@@ -15,12 +18,26 @@ import numpy as np
 
 from grpo_lab.core.aggregation import aggregate_loss
 from grpo_lab.core.kl import kl_k1, kl_k3
-from grpo_lab.drills.harness import call, named_mistake, verdict
+from grpo_lab.drills.grading import Case, Mistake, check_cases, close, full
+from grpo_lab.drills.harness import in_thread, verdict
 
 __all__ = ["check_grpo_loss"]
 
 _ADV_HINT = (" (adv has one value per completion, shape (N,); per-token terms are (N, T): "
              "broadcast it over the tokens as adv[:, None])")
+_GUARD = 2e-8            # relative: a guard eps of 1e-8 beside each length, with room
+
+
+def _batch(seed, lengths, eps, beta, spread=0.4, adv=None):
+    rng = np.random.default_rng(seed)
+    N, T = len(lengths), max(lengths)
+    mask = np.arange(T) < np.array(lengths)[:, None]                             # (N, T) bool
+    old = np.log(rng.uniform(0.05, 0.9, size=(N, T)))                            # (N, T)
+    logp = old + rng.normal(0.0, spread, size=(N, T))
+    ref = logp + rng.normal(0.0, 0.3, size=(N, T))
+    logp, old, ref = (np.where(mask, x, pad) for x, pad in ((logp, -2.0), (old, -3.0),
+                                                              (ref, -0.5)))   # garbage padding
+    return logp, old, ref, rng.normal(size=N) if adv is None else np.asarray(adv), mask, eps, beta
 
 
 def _worked_example():
@@ -32,58 +49,144 @@ def _worked_example():
     logp = old + log_ratio
     ref = logp + np.array([0.2, -0.3, 0.1, 0.5, -0.1])                         # (N, T)
     logp, old, ref = (np.where(mask, x, pad) for x, pad in ((logp, -2.0), (old, -3.0),
-                                                              (ref, -0.5)))  # garbage padding
-    return "the worked example", logp, old, ref, np.array([1.0, -0.5, 2.0, -1.5]), mask, 0.2, 0.04
+                                                              (ref, -0.5)))
+    return logp, old, ref, np.array([1.0, -0.5, 2.0, -1.5]), mask, 0.2, 0.04
 
 
-def _random_batch():
-    """N = 3 completions of lengths 6, 1, 4 (T = 6), with eps = 0.3 and beta = 0.1."""
-    rng = np.random.default_rng(6)
-    mask = np.arange(6) < np.array([6, 1, 4])[:, None]                          # (N, T) bool
-    old = np.log(rng.uniform(0.05, 0.9, size=(3, 6)))                           # (N, T)
-    logp = old + rng.normal(0.0, 0.4, size=(3, 6))
-    ref = logp + rng.normal(0.0, 0.3, size=(3, 6))
-    return ("a batch with eps=0.3 and beta=0.1", logp, old, ref, rng.normal(size=3), mask,
-            0.3, 0.1)
+def _terms(logp, old, ref, adv, mask, eps, beta, a=None):
+    """The surrogate and k3 per token, in NumPy: (N, T) each."""
+    ratio, a = np.exp(logp - old), adv[:, None] if a is None else a
+    return np.maximum(-a * ratio, -a * np.clip(ratio, 1 - eps, 1 + eps)), kl_k3(logp, ref)
 
 
-def _mistakes(logp, old, ref, adv, mask, eps, beta):
-    """The usual wrong losses of one case: (hint, the value it gives) pairs, in numpy."""
-    def agg(per_token, mode="grpo", m=mask):
-        return aggregate_loss(per_token, m, mode)
+def _mistakes():
+    def m(hint, f):
+        return Mistake(hint, lambda c: f(*c.inputs["arrays"]))
 
-    ratio, a = np.exp(logp - old), adv[:, None]                      # (N, T), (N, 1)
-    unclipped, clipped = -a * ratio, -a * np.clip(ratio, 1 - eps, 1 + eps)
-    pg, k3 = np.maximum(unclipped, clipped), kl_k3(logp, ref)        # (N, T), (N, T)
+    def agg(x, mask, mode="grpo"):
+        return aggregate_loss(x, mask, mode)
+
+    def slip(f):
+        def value(logp, old, ref, adv, mask, eps, beta):
+            ratio, a = np.exp(logp - old), adv[:, None]
+            return f(ratio, a, eps, beta, kl_k3(logp, ref), mask, logp, ref)
+        return value
+
     padding = ("the padded tokens entered the loss: multiply by the mask before summing, and "
                "divide each completion by its own length, mask.sum(1)")
+    clip = lambda r, e: np.clip(r, 1 - e, 1 + e)                    # noqa: E731
+    pg = lambda r, a, e: np.maximum(-a * r, -a * clip(r, e))        # noqa: E731
     return [
-        ("that is the token mean over the whole batch (dapo); grpo averages each completion's "
-         "tokens first, then the completions", agg(pg + beta * k3, "dapo")),
-        ("that divides by N * T (dr_grpo's constant); grpo divides each completion by its own "
-         "length, mask.sum(1)", agg(pg + beta * k3, "dr_grpo")),
-        (padding, agg(pg + beta * k3, m=np.ones_like(mask))),
-        (padding, ((pg + beta * k3).sum(1) / mask.sum(1)).mean()),
-        ("the sign is flipped: that is the objective, min(r A, clip(r) A) - beta k3; the loss "
-         "to minimise is its negative", -agg(pg + beta * k3)),
-        ("the KL term is missing: add beta * k3 to every token's loss", agg(pg)),
-        ("the KL term has the wrong sign: the loss adds + beta * k3", agg(pg - beta * k3)),
-        ("the k3 ratio is upside down: r = ref_logp - logp, k3 = exp(r) - r - 1",
-         agg(pg + beta * kl_k3(ref, logp))),
-        ("that penalty is k1 = logp - ref_logp, not k3", agg(pg + beta * kl_k1(logp, ref))),
-        ("optimistic: the min of the two losses is the max of the objectives; the loss is "
-         "the larger of -A r and -A clip(r) (torch.maximum)",
-         agg(np.minimum(unclipped, clipped) + beta * k3)),
-        ("no clipping: -A r alone ignores eps; take the larger of -A r and -A clip(r)",
-         agg(unclipped + beta * k3)),
+        m("that is the token mean over the whole batch (dapo); grpo averages each completion's "
+          "tokens first, then the completions", slip(lambda r, a, e, b, k, mk, lp, rf: agg(
+              pg(r, a, e) + b * k, mk, "dapo"))),
+        m("that divides by N * T (dr_grpo's constant); grpo divides each completion by its own "
+          "length, mask.sum(1)", slip(lambda r, a, e, b, k, mk, lp, rf: agg(
+              pg(r, a, e) + b * k, mk, "dr_grpo"))),
+        m(padding, slip(lambda r, a, e, b, k, mk, lp, rf: (pg(r, a, e) + b * k).mean())),
+        m(padding, slip(lambda r, a, e, b, k, mk, lp, rf: (
+            (pg(r, a, e) + b * k).sum(1) / mk.sum(1)).mean())),
+        m("the sign is flipped: that is the objective, min(r A, clip(r) A) - beta k3; the loss "
+          "to minimise is its negative", slip(lambda r, a, e, b, k, mk, lp, rf: -agg(
+              pg(r, a, e) + b * k, mk))),
+        m("the KL term is missing: add beta * k3 to every token's loss",
+          slip(lambda r, a, e, b, k, mk, lp, rf: None if b == 0 else agg(pg(r, a, e), mk))),
+        m("the KL term has the wrong sign: the loss adds + beta * k3",
+          slip(lambda r, a, e, b, k, mk, lp, rf: agg(pg(r, a, e) - b * k, mk))),
+        m("the k3 ratio is upside down: r = ref_logp - logp, k3 = exp(r) - r - 1",
+          slip(lambda r, a, e, b, k, mk, lp, rf: agg(pg(r, a, e) + b * kl_k3(rf, lp), mk))),
+        m("that penalty is k1 = logp - ref_logp, not k3",
+          slip(lambda r, a, e, b, k, mk, lp, rf: agg(pg(r, a, e) + b * kl_k1(lp, rf), mk))),
+        m("optimistic: the min of the two losses is the max of the objectives; the loss is "
+          "the larger of -A r and -A clip(r) (torch.maximum)", slip(
+              lambda r, a, e, b, k, mk, lp, rf: agg(np.minimum(-a * r, -a * clip(r, e))
+                                                    + b * k, mk))),
+        m("no clipping: -A r alone ignores eps; take the larger of -A r and -A clip(r)",
+          slip(lambda r, a, e, b, k, mk, lp, rf: agg(-a * r + b * k, mk))),
+        m("that is verl's dual-clip (c = 3): the loss of a token with A < 0 is capped at -3 A; "
+          "the drill is the plain clipped surrogate", slip(lambda r, a, e, b, k, mk, lp, rf: agg(
+              np.where(a < 0, np.minimum(pg(r, a, e), -3 * a), pg(r, a, e)) + b * k, mk))),
+        m("right with the worked example's eps=0.2 and beta=0.04 but not with the eps and beta "
+          "passed: use the arguments, not constants", slip(
+              lambda r, a, e, b, k, mk, lp, rf: None if (e, b) == (0.2, 0.04) else agg(
+                  pg(r, a, 0.2) + 0.04 * k, mk))),
+        m("adv (N,) was multiplied with (N, T) terms: with N == T it lines up with the tokens, "
+          "silently; broadcast it as adv[:, None]", slip(
+              lambda r, a, e, b, k, mk, lp, rf: None if mk.shape[0] != mk.shape[1] else agg(
+                  pg(r, a[:, 0][None, :], e) + b * k, mk))),
     ]
 
 
-def _hard_coded(logp, old, ref, adv, mask, eps, beta):
-    """The loss with the worked example's eps = 0.2 and beta = 0.04, whatever was passed."""
-    ratio, a = np.exp(logp - old), adv[:, None]
-    pg = np.maximum(-a * ratio, -a * np.clip(ratio, 0.8, 1.2))
-    return aggregate_loss(pg + 0.04 * kl_k3(logp, ref), mask, "grpo")
+def _cases():
+    rows = [("the worked example", _worked_example()),
+            ("a batch with eps=0.3 and beta=0.1", _batch(6, [6, 1, 4], 0.3, 0.1)),
+            ("a 4 x 4 batch (N == T)", _batch(8, [4, 2, 3, 1], 0.2, 0.05)),
+            ("beta = 0", _batch(9, [3, 5], 0.25, 0.0)),
+            ("one completion of 3 tokens", _batch(10, [3], 0.2, 0.04)),
+            ("A < 0 with ratios far above 1 + eps", _batch(
+                11, [4, 4, 2], 0.2, 0.02, spread=1.5, adv=[-1.0, -2.0, 0.5]))]
+    for where, arrays in rows:
+        logp, old, ref, adv, mask, eps, beta = arrays
+        pg, k3 = _terms(*arrays)
+        yield Case(where, arrays, _reference(*arrays)[0],
+                   inputs={"arrays": arrays, "eps": eps, "beta": beta},
+                   scale=aggregate_loss(np.abs(pg) + beta * np.abs(k3), mask, "grpo"),
+                   show=lambda i, eps=eps, beta=beta, mask=mask: (
+                       f"lengths {mask.sum(1).tolist()}, eps = {eps}, beta = {beta}"))
+
+
+def _reference(logp, old, ref, adv, mask, eps, beta):
+    """gl.torch.grpo_loss's value and its gradient with respect to logp, in NumPy."""
+    import grpo_lab.torch as glt              # says how to install torch when it is missing
+    import torch
+
+    lp = torch.tensor(logp, requires_grad=True)
+    loss, _ = glt.grpo_loss(lp, *(torch.tensor(x) for x in (old, ref, adv, mask)),
+                            eps_low=eps, beta=beta, kl="k3", agg="grpo")
+    loss.backward()
+    return float(loss.detach()), lp.grad.numpy()
+
+
+def _tensors(case):
+    import torch
+
+    logp, old, ref, adv, mask, eps, beta = case.inputs["arrays"]
+    tensors = [torch.tensor(x) for x in (logp, old, ref, adv, mask)]   # float64; mask bool
+    tensors[0].requires_grad_(True)
+    return Case(case.where, (*tensors, eps, beta), case.expected, inputs=case.inputs,
+                scale=case.scale, show=case.show)
+
+
+def _gradient(case, answer):
+    """The value is right: now its gradient, the reason the loss exists."""
+    import torch
+
+    tol = case.scale * 16 * 2.0**-53 + _GUARD * abs(float(case.expected))
+    if not close(answer.values, case.expected, tol).all():
+        return None                                      # a wrong value is said first
+    loss, logp = answer.raw, answer.given[0]
+    if not isinstance(loss, torch.Tensor):
+        return (f"on {case.where} the value is right, but it came back as "
+                f"{type(loss).__name__}: the loss must stay a tensor, so that loss.backward() "
+                "reaches logp (no .item(), float() or .numpy())")
+    if loss.grad_fn is None:
+        return (f"on {case.where} the value is right, but the loss does not reach logp "
+                "through autograd (no grad_fn): was logp detached, or the loss computed under "
+                "torch.no_grad()?")
+    _, exc = in_thread(lambda: loss.reshape(()).backward())
+    if exc is not None:
+        return f"on {case.where} loss.backward() raised {type(exc).__name__}: {exc}"
+    want = _reference(*case.inputs["arrays"])[1]                      # (N, T)
+    got = None if logp.grad is None else logp.grad.detach().double().numpy()
+    grad_tol = 64 * 2.0**-53 * np.abs(want).max() + _GUARD * np.abs(want)
+    if got is None or not close(got, want, grad_tol).all():
+        i = tuple(int(j) for j in np.argwhere(~close(got, want, grad_tol))[0]) if (
+            got is not None) else None
+        detail = "" if i is None else (f" (d loss / d logp{list(i)} is {full(got[i])}, "
+                                       f"expected {full(want[i])})")
+        return (f"on {case.where} the value is right but its gradient is not{detail}: part of "
+                "the loss does not reach logp (a .detach(), .data or .item() inside it?)")
+    return None
 
 
 def check_grpo_loss(fn, *, verbose=True) -> bool:
@@ -94,55 +197,13 @@ def check_grpo_loss(fn, *, verbose=True) -> bool:
     its gradient with respect to logp must equal those of ``gl.torch.grpo_loss``.
     """
     say = verdict(verbose, fn)
-    import grpo_lab.torch as glt              # says how to install torch when it is missing
-    import torch
+    import grpo_lab.torch  # noqa: F401  says how to install torch when it is missing
 
-    for name, *arrays, eps, beta in (_worked_example(), _random_batch()):
-        logp, old, ref, adv, mask = (torch.tensor(x) for x in arrays)  # float64; mask bool
-        lp = logp.clone().requires_grad_(True)
-        want, _ = glt.grpo_loss(lp, old, ref, adv, mask, eps_low=eps, beta=beta, kl="k3",
-                                agg="grpo")
-        want.backward()
-        expected, grad = float(want.detach()), lp.grad
-
-        logp.requires_grad_(True)
-        kept = []
-        out, problem = call(fn, logp, old, ref, adv, mask, eps, beta, where=name, shape=(),
-                            keep=kept, shape_hint="; the loss is one number",
-                            returns="the loss (a 0-d tensor)", broadcast_hint=_ADV_HINT)
-        if problem:
-            return say(False, problem)
-        got = float(out)
-        if not np.isclose(got, expected, rtol=1e-9, atol=1e-12):
-            mistakes = _mistakes(*arrays, eps, beta)
-            if name != "the worked example":
-                mistakes.append(("right with the worked example's eps=0.2 and beta=0.04 but not "
-                                 f"with eps={eps} and beta={beta}: use the arguments eps and "
-                                 "beta, not constants", _hard_coded(*arrays, eps, beta)))
-            hint = named_mistake(got, mistakes, rtol=1e-9, atol=1e-12)
-            if hint is None and np.isclose(got, expected, rtol=1e-5):
-                hint = ("close, but only to float32 precision: keep the float64 inputs' dtype "
-                        "(no .float() or float32 constants)")
-            return say(False, f"on {name} you gave {got:.6f}, expected {expected:.6f}"
-                              + (f": {hint}" if hint else ""))
-
-        # the value is right: now its gradient, the reason the loss exists
-        loss = kept[0]
-        if not isinstance(loss, torch.Tensor):
-            return say(False, f"on {name} the value is right, but it came back as "
-                              f"{type(loss).__name__}: the loss must stay a tensor, so that "
-                              "loss.backward() reaches logp (no .item(), float() or .numpy())")
-        if loss.grad_fn is None:
-            return say(False, f"on {name} the value is right, but the loss does not reach logp "
-                              "through autograd (no grad_fn): was logp detached, or the loss "
-                              "computed under torch.no_grad()?")
-        try:
-            loss.reshape(()).backward()
-        except Exception as exc:  # the reader's bug, reported rather than raised
-            return say(False, f"on {name} loss.backward() raised {type(exc).__name__}: {exc}")
-        if logp.grad is None or not torch.allclose(logp.grad, grad, rtol=1e-7, atol=1e-10):
-            return say(False, f"on {name} the value is right but its gradient is not: part of "
-                              "the loss does not reach logp (a .detach(), .data or .item() "
-                              "inside it?)")
-    return say(True, "clipped surrogate + beta k3, mean per completion, then over all; value "
-                     "and gradient match gl.torch.grpo_loss")
+    cases = [_tensors(case) for case in _cases()]
+    return check_cases(fn, cases, say, mistakes=_mistakes(), extra=_gradient, fixed="float64",
+                       slack=_GUARD, dtype=None, shape_hint="; the loss is one number",
+                       returns="the loss (a 0-d tensor)", broadcast_hint=_ADV_HINT,
+                       signature="my_loss(logp, old_logp, ref_logp, adv, mask, eps, beta)",
+                       passed="clipped surrogate + beta k3, mean per completion, then over "
+                              "all; value and gradient match gl.torch.grpo_loss on 6 batches "
+                              "(N == T, beta = 0, one completion, A < 0 far past the clip)")

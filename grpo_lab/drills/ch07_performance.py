@@ -1,20 +1,100 @@
 """Drill checkers for chapter 7: a blocked group_advantages, and the surrogate's gradient.
 
-``check_blocked_advantages(fn)`` and ``check_surrogate_grad(fn)`` print a short verdict and
-return True or False.
+* ``check_blocked_advantages(fn)``: ``fn(rewards, block_rows) -> adv``, float32 (B, G) in and
+  out. The statement fixes float64 inside each block, so every entry must be the float64 result
+  rounded once to float32 (within one float32 ulp); rows of 1000 +- 1e-3 tell float32 block
+  arithmetic apart. The peak memory counts NumPy's and torch's allocations
+  (:mod:`grpo_lab.drills.memory`): only the output may be the size of the input.
+* ``check_surrogate_grad(fn)``: ``fn(ratio, adv, eps_low, eps_high) -> d loss / d logp`` per
+  token, (T,); the dtype is open (a float32 answer is graded to float32's precision).
 """
 
 from __future__ import annotations
-
-import tracemalloc
 
 import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.surrogate import surrogate_grad_logp
-from grpo_lab.drills.harness import call, named_mistake, verdict
+from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.harness import TIMED_OUT, verdict
+from grpo_lab.drills.memory import peak_bytes
 
 __all__ = ["check_blocked_advantages", "check_surrogate_grad"]
+
+
+# --- blocked advantages -------------------------------------------------------------------------
+
+def _blocked_cases():
+    rng = np.random.default_rng(7)
+    big = rng.normal(size=(3000, 16)).astype(np.float32)            # (B, G)
+    big[5] = 0.1                                                     # an all-equal group
+    near = (1000 + 1e-3 * rng.normal(size=(64, 16))).astype(np.float32)
+    equal = np.full((6, 5), 0.1, dtype=np.float32)
+    equal[3:] = rng.normal(size=(3, 5))
+    rows = [("(3000, 16) float32 rewards with block_rows=256", big, 256),
+            ("rows of 1000 +- 1e-3 (float32), block_rows=16", near, 16),
+            ("(1000, 5) rewards, block_rows=96 (B not a multiple of it)",
+             rng.uniform(0, 1, size=(1000, 5)).astype(np.float32), 96),
+            ("a 7 x 7 batch with block_rows=100 (more than B)",
+             rng.normal(size=(7, 7)).astype(np.float32), 100),
+            ("block_rows=1", rng.normal(size=(5, 4)).astype(np.float32), 1),
+            ("all-equal groups of 5 copies of 0.1 (float32)", equal, 2)]
+    for where, rewards, block_rows in rows:
+        yield Case(where, (rewards, block_rows), group_advantages(rewards.astype(np.float64)),
+                   inputs={"rewards": rewards, "block_rows": block_rows},
+                   show=lambda i, r=rewards: f"rewards[{i[0]}] = "
+                                             f"{[full(v, 'float32') for v in r[i[0]][:6]]}")
+
+
+def _blocked_mistakes():
+    def m(hint, f):
+        return Mistake(hint, lambda c: f(c.inputs["rewards"].astype(np.float64)))
+    return [m("that is Bessel's std (ddof=1); the drill uses gl.group_advantages's population "
+              "std (ddof=0)", lambda r: group_advantages(r, ddof=1)),
+            m("eps is missing from the std (gl.group_advantages adds eps = 1e-8)",
+              lambda r: group_advantages(r, 0.0))]
+
+
+def _requirements(fn, memory_case):
+    def extra(case, answer):
+        out, rewards = answer.raw, case.inputs["rewards"]
+        if not isinstance(out, np.ndarray):
+            return f"on {case.where} it returned {type(out).__name__}, expected a NumPy array"
+        if out.dtype != np.float32:
+            return (f"on {case.where} it returned {out.dtype}; float32 rewards give float32 "
+                    "advantages (allocate the output with np.empty_like(rewards))")
+        equal = (rewards == rewards[:, :1]).all(-1)
+        if np.any(answer.values[equal] != 0):
+            b = int(np.flatnonzero(equal & (answer.values != 0).any(-1))[0])
+            return (f"on {case.where} the all-equal group (row {b}, every reward "
+                    f"{full(rewards[b, 0], 'float32')}) is {answer.values[b][:3].tolist()}..., "
+                    "not exactly 0: compute the mean in float64 (G copies of a float32 sum "
+                    "exactly there), or subtract the row's first reward before the mean")
+        wide = np.abs(answer.values - case.expected)
+        if np.any(wide > 2 * 2.0**-24 * np.abs(case.expected)):
+            i = tuple(int(j) for j in np.argwhere(wide > 2 * 2.0**-24 * np.abs(case.expected))[0])
+            return (f"on {case.where} entry {list(i)} is {full(answer.values[i], 'float32')}, "
+                    f"expected {full(case.expected[i])} (the float64 result rounds to "
+                    f"{full(case.expected[i], 'float32')}), for {case.entry_inputs(i)}: more "
+                    "than one float32 rounding away, so the block arithmetic ran in float32; "
+                    "the drill asks for float64 inside each block (on rows of 1000 +- 1e-3 a "
+                    "float32 mean loses most of the spread)")
+        if case is not memory_case:
+            return None
+        got, exc, numpy_peak, torch_peak = peak_bytes(fn, rewards.copy(), case.args[1])
+        if exc is not None:
+            return (f"on {case.where}, run again to measure its memory, your function "
+                    + ("did not finish in time" if exc is TIMED_OUT else
+                       f"raised {type(exc).__name__}: {exc}"))
+        peak, block_bytes = numpy_peak + torch_peak, case.args[1] * rewards.shape[1] * 8
+        if peak > out.nbytes + 8 * block_bytes:
+            return (f"right values, but the peak memory was {peak / out.nbytes:.1f}x the output "
+                    f"(NumPy {numpy_peak / out.nbytes:.1f}x, torch {torch_peak / out.nbytes:.1f}x)"
+                    ": some temporary is the size of the whole input. Only the output may be; "
+                    "keep the rest to a block")
+        extra.peak = (numpy_peak, torch_peak, out.nbytes)
+        return None
+    return extra
 
 
 def check_blocked_advantages(fn, *, verbose=True) -> bool:
@@ -25,49 +105,67 @@ def check_blocked_advantages(fn, *, verbose=True) -> bool:
     into one float32 array, so that no temporary is larger than a block.
     """
     say = verdict(verbose, fn)
-    rng = np.random.default_rng(7)
-    rewards = rng.normal(size=(3000, 16)).astype(np.float32)       # (B, G)
-    rewards[5] = 0.1                                                 # an all-equal group
-    expected = group_advantages(rewards)
-    given = rewards.copy()
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
-        out = fn(given, 256)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    except Exception as exc:  # the reader's bug, reported rather than raised
-        return say(False, f"on (3000, 16) float32 rewards with block_rows=256 your function "
-                          f"raised {type(exc).__name__}: {exc}")
-    finally:
-        tracemalloc.stop()
-    if not np.array_equal(given, rewards):
-        return say(False, "it modified its input: work on a copy of each block")
-    if not isinstance(out, np.ndarray):
-        return say(False, f"it returned {type(out).__name__}, expected a NumPy array")
-    if out.shape != rewards.shape:
-        return say(False, f"it returned shape {out.shape}, expected {rewards.shape}")
-    if out.dtype != np.float32:
-        return say(False, f"it returned {out.dtype}; float32 rewards give float32 advantages "
-                          "(allocate the output with np.empty_like(rewards))")
-    if not np.all(out[5] == 0):
-        return say(False, "the all-equal group (row 5, every reward 0.1) is not exactly 0: "
-                          "subtract the row's first reward before the mean, or compute the "
-                          "mean in float64 where G copies of a float32 sum exactly")
-    close = np.abs(out.astype(np.float64) - expected) <= 4 * np.spacing(np.abs(expected)) + 1e-7
-    if not close.all():
-        row = int(np.argwhere(~close)[0, 0])
-        return say(False, f"row {row} differs from gl.group_advantages: "
-                          f"{np.round(out[row, :4], 6).tolist()} vs "
-                          f"{np.round(expected[row, :4], 6).tolist()} (population std, "
-                          "eps = 1e-8 added to the std)")
-    block_bytes = 256 * 16 * 8                                       # one float64 block
-    if peak > out.nbytes + 8 * block_bytes:
-        return say(False, f"right values, but the peak memory was over "
-                          f"{int(peak // out.nbytes)}x the output: some temporary is the size "
-                          "of the whole input. Only the output may be; keep the rest to a block")
-    return say(True, f"equal to gl.group_advantages, exact zeros, and a peak of "
-                     f"{peak / out.nbytes:.1f}x the output")
+    cases = list(_blocked_cases())
+    extra = _requirements(fn, cases[0])
+
+    def passed():
+        numpy_peak, torch_peak, nbytes = extra.peak
+        return (f"equal to gl.group_advantages within one float32 rounding on 6 batches (rows "
+                f"near 1000, ragged last blocks, exact zeros), and a peak of "
+                f"{(numpy_peak + torch_peak) / nbytes:.1f}x the output (NumPy and torch)")
+    return check_cases(fn, cases, say, k=2.0, fixed="float32", mistakes=_blocked_mistakes(),
+                       extra=extra, dtype=None, returns="the float32 advantages array",
+                       signature="my_blocked_advantages(rewards, block_rows)", passed=passed)
+
+
+# --- the surrogate's gradient -------------------------------------------------------------------
+
+def _grad_reference(ratio, adv, eps_low, eps_high):
+    logp, old = np.log(ratio)[None], np.zeros((1, np.size(ratio)))     # (1, T): r = exp(logp)
+    return surrogate_grad_logp(logp, old, np.asarray(adv)[None], eps_low=eps_low,
+                               eps_high=eps_high)[0]                    # (T,)
+
+
+def _grad_cases():
+    rng = np.random.default_rng(5)
+    rows = [("the worked example", np.array([1.0, 1.1, 1.5, 0.5, 0.9, 0.5, 1.5, 1.25]),
+             np.array([1.0, 2.0, 1.0, 1.0, -1.0, -1.0, -1.0, 1.0]), 0.2, 0.28)]
+    for lo, hi in ((0.1, 0.3), (0.3, 0.1), (0.2, 0.2), (0.05, 0.5)):
+        rows.append((f"40 random tokens, eps_low={lo}, eps_high={hi}",
+                     np.exp(rng.normal(0, 0.3, size=40)), rng.normal(size=40), lo, hi))
+    for where, ratio, adv, lo, hi in rows:
+        yield Case(where, (ratio, adv, lo, hi), _grad_reference(ratio, adv, lo, hi),
+                   inputs={"ratio": ratio, "adv": adv, "eps_low": lo, "eps_high": hi},
+                   scale=np.abs(ratio * adv), perturb=(0, 1),
+                   reference=lambda r, a, lo=lo, hi=hi: _grad_reference(r, a, lo, hi),
+                   show=lambda i, r=ratio, a=adv, lo=lo, hi=hi: (
+                       f"ratio = {full(r[i])}, adv = {full(a[i])}, eps_low = {lo}, "
+                       f"eps_high = {hi}"))
+
+
+def _grad_mistakes():
+    def m(hint, f):
+        return Mistake(hint, lambda c: f(*(c.inputs[k] for k in ("ratio", "adv", "eps_low",
+                                                                  "eps_high"))))
+    return [
+        m("the gradient with respect to the ratio, -A: the loss is differentiated with respect "
+          "to logp, and d r / d logp = r", lambda r, a, lo, hi: np.where(
+              _grad_reference(r, a, lo, hi) != 0, -a, 0.0)),
+        m("no clipping: where the clipped term wins, the gradient is 0",
+          lambda r, a, lo, hi: -a * r),
+        m("the sign is flipped: the loss is minus the objective",
+          lambda r, a, lo, hi: -_grad_reference(r, a, lo, hi)),
+        m("eps_high was used for both bounds: below 1 the clip is at 1 - eps_low",
+          lambda r, a, lo, hi: None if lo == hi else _grad_reference(r, a, hi, hi)),
+        m("eps_low was used for both bounds: above 1 the clip is at 1 + eps_high",
+          lambda r, a, lo, hi: None if lo == hi else _grad_reference(r, a, lo, lo)),
+        m("eps_low and eps_high are swapped: the clip range is [1 - eps_low, 1 + eps_high]",
+          lambda r, a, lo, hi: None if lo == hi else _grad_reference(r, a, hi, lo)),
+        m("only A > 0 is clipped (above 1 + eps_high): with A < 0 the clip holds below "
+          "1 - eps_low", lambda r, a, lo, hi: np.where((a > 0) & (r > 1 + hi), 0.0, -a * r)),
+        m("only A < 0 is clipped (below 1 - eps_low): with A > 0 the clip holds above "
+          "1 + eps_high", lambda r, a, lo, hi: np.where((a < 0) & (r < 1 - lo), 0.0, -a * r)),
+    ]
 
 
 def check_surrogate_grad(fn, *, verbose=True) -> bool:
@@ -75,26 +173,13 @@ def check_surrogate_grad(fn, *, verbose=True) -> bool:
 
     The drill (chapter 7): the per-token gradient the fused loss computes in its forward pass,
     for the loss ``-min(r A, clip(r, 1 - eps_low, 1 + eps_high) A)`` with ``r = exp(logp -
-    old_logp)``; compared with the package's :func:`grpo_lab.surrogate_grad_logp`.
+    old_logp)``; compared with the package's :func:`grpo_lab.surrogate_grad_logp` on the worked
+    example and on random tokens with four clip ranges (asymmetric both ways).
     """
     say = verdict(verbose, fn)
-    ratio = np.array([1.0, 1.1, 1.5, 0.5, 0.9, 0.5, 1.5, 1.25])   # 1.25: inside 1 + eps_high only
-    adv = np.array([1.0, 2.0, 1.0, 1.0, -1.0, -1.0, -1.0, 1.0])
-    out, problem = call(fn, ratio, adv, 0.2, 0.28, where="the worked example", shape=ratio.shape,
-                        shape_hint=": one gradient per token", returns="the (T,) gradient")
-    if problem:
-        return say(False, problem)
-    logp, old = np.log(ratio)[None], np.zeros((1, ratio.size))      # (1, T): r = exp(logp - old)
-    expected = surrogate_grad_logp(logp, old, adv[None], eps_low=0.2, eps_high=0.28)[0]   # (T,)
-    if not np.allclose(out, expected, atol=1e-6):
-        hint = named_mistake(out, {
-            "the gradient with respect to the ratio, -A: the loss is differentiated with "
-            "respect to logp, and d r / d logp = r": np.where(expected != 0, -adv, 0.0),
-            "no clipping: where the clipped term wins, the gradient is 0": -adv * ratio,
-            "the sign is flipped: the loss is minus the objective": -expected,
-        }, rtol=1e-5, atol=1e-6)
-        return say(False, hint or f"on ratios {ratio.tolist()} with A = {adv.tolist()} you "
-                                  f"gave {np.round(out, 4).tolist()}, expected "
-                                  f"{np.round(expected, 4).tolist()}")
-    return say(True, "-A r where the unclipped term wins, 0 where the clip holds, both sides, "
-                     "asymmetric range")
+    return check_cases(fn, list(_grad_cases()), say, mistakes=_grad_mistakes(),
+                       returns="the (T,) gradient", shape_hint=": one gradient per token",
+                       signature="my_surrogate_grad(ratio, adv, eps_low, eps_high)",
+                       passed="-A r where the unclipped term wins, 0 where the clip holds, both "
+                              "sides, on the worked example and 160 random tokens with four "
+                              "clip ranges")

@@ -7,7 +7,7 @@ import numpy as np
 from grpo_lab.core.aggregation import aggregate_loss
 from grpo_lab.core.gae import gae
 from grpo_lab.core.surrogate import clipped_surrogate_loss
-from tests.drills.catalogue.entry import Drill, Wrong
+from .entry import Drill, Wrong
 
 
 # --- chapter 2: GAE, fn(rewards, values, gamma, lam) -> adv -------------------------------------
@@ -45,8 +45,56 @@ def _gae_in_place(rewards, values, gamma, lam):
     return _gae_right(rewards, values, gamma, lam)
 
 
+def _gae_sum(rewards, values, gamma, lam):
+    """The closed form sum_l (gamma lam)^l delta_{t+l}, no recursion."""
+    delta = rewards + gamma * values[..., 1:] - values[..., :-1]      # (N, T)
+    T = delta.shape[-1]
+    k = (gamma * lam) ** np.clip(np.arange(T)[None, :] - np.arange(T)[:, None], 0, None)
+    upper = np.triu(k)                                                # (T, T): l >= t
+    return delta @ upper.T
+
+
+def _gae_torch(rewards, values, gamma, lam):
+    import torch
+    r, v = torch.as_tensor(rewards), torch.as_tensor(values)
+    delta = r + gamma * v[..., 1:] - v[..., :-1]
+    out, running = torch.zeros_like(delta), torch.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        running = delta[..., t] + gamma * lam * running
+        out[..., t] = running
+    return out
+
+
+def _gae_float32(rewards, values, gamma, lam):
+    r, v = np.asarray(rewards, np.float32), np.asarray(values, np.float32)
+    k, gamma = np.float32(gamma * lam), np.float32(gamma)
+    delta = r + gamma * v[..., 1:] - v[..., :-1]                  # (N, T) float32
+    adv, running = np.zeros_like(delta), np.zeros_like(delta[..., 0])
+    for t in reversed(range(delta.shape[-1])):
+        running = delta[..., t] + k * running
+        adv[..., t] = running
+    return adv
+
+
+def _gae_python(rewards, values, gamma, lam):
+    def one(r, v):
+        adv, running = [0.0] * len(r), 0.0
+        for t in range(len(r) - 1, -1, -1):
+            running = r[t] + gamma * v[t + 1] - v[t] + gamma * lam * running
+            adv[t] = running
+        return adv
+    return one(rewards, values) if np.ndim(rewards) == 1 else [
+        one(r, v) for r, v in zip(rewards, values)]
+
+
+def _gae_hangs(rewards, values, gamma, lam):
+    t = 0
+    while t < len(rewards):                                        # t never moves
+        pass
+
+
 _GAE = Drill("check_gae", 2, rights=(
-    _gae_right,
+    _gae_right, _gae_sum, _gae_torch, _gae_float32, _gae_python,
     lambda r, v, g, l: gae(r, v, g, l)[0],
 ), wrongs=(
     Wrong("gamma missing from the decay",
@@ -70,6 +118,10 @@ _GAE = Drill("check_gae", 2, rights=(
     Wrong("averages the advantages", lambda r, v, g, l: _gae_right(r, v, g, l).mean(),
           "returned shape ()"),
     Wrong("crashes", lambda r, v, g, l: r[..., len(r) + 10], "raised IndexError"),
+    Wrong("gamma and lam swapped", lambda r, v, g, l: _gae_right(r, v, l, g), "swapped"),
+    Wrong("float32 returned as float64",
+          lambda r, v, g, l: _gae_float32(r, v, g, l).astype(np.float64), "float32 rounding"),
+    Wrong("an endless loop", _gae_hangs, "did not finish"),
 ))
 
 
@@ -92,8 +144,41 @@ def _surrogate_eps_for_batches(logp, old_logp, adv, eps=0.2):
     return _surrogate_right(logp, old_logp, adv, eps if logp.shape == (1, 5) else 0.3)
 
 
+def _surrogate_torch(logp, old_logp, adv, eps=0.2):
+    import torch
+    lp, o, a = (torch.as_tensor(x) for x in (logp, old_logp, adv))
+    ratio = torch.exp(torch.clamp(lp - o, -20, 20))
+    return torch.maximum(-a * ratio, -a * torch.clamp(ratio, 1 - eps, 1 + eps))
+
+
+def _surrogate_where(logp, old_logp, adv, eps=0.2):
+    """Which side binds, by sign: A > 0 clips above, A < 0 below."""
+    ratio = np.exp(np.minimum(logp - old_logp, 50.0))             # exp(50) is finite
+    capped = np.where(adv >= 0, np.minimum(ratio, 1 + eps), np.maximum(ratio, 1 - eps))
+    return -adv * capped
+
+
+def _surrogate_float32(logp, old_logp, adv, eps=0.2):
+    lp, o, a = (np.asarray(x, np.float32) for x in (logp, old_logp, adv))
+    ratio = np.exp(np.clip(lp - o, -20, 20))
+    return np.maximum(-a * ratio, -a * np.clip(ratio, np.float32(1 - eps), np.float32(1 + eps)))
+
+
+def _surrogate_loops(logp, old_logp, adv, eps=0.2):
+    out = np.empty(np.shape(logp))
+    for i in np.ndindex(out.shape):
+        r = float(np.exp(min(logp[i] - old_logp[i], 20.0)))
+        out[i] = -min(r * adv[i], min(max(r, 1 - eps), 1 + eps) * adv[i])
+    return out
+
+
+def _surrogate_dual_clip(logp, old_logp, adv, eps=0.2):
+    loss = _surrogate_right(logp, old_logp, adv, eps)
+    return np.where(adv < 0, np.minimum(loss, -3.0 * adv), loss)  # verl's clip_ratio_c = 3
+
+
 _SURROGATE = Drill("check_clipped_surrogate", 2, rights=(
-    _surrogate_right,
+    _surrogate_right, _surrogate_torch, _surrogate_where, _surrogate_float32, _surrogate_loops,
     lambda lp, o, a, eps=0.2: clipped_surrogate_loss(lp, o, a, eps_low=eps),
 ), wrongs=(
     Wrong("returns the objective, not the loss (sign error)",
@@ -119,10 +204,19 @@ _SURROGATE = Drill("check_clipped_surrogate", 2, rights=(
           "the ratio is logp - old_logp"),
     Wrong("averages the tokens", lambda lp, o, a, eps=0.2: _surrogate_right(lp, o, a, eps).mean(),
           "returned shape ()"),
-    Wrong("eps hard-coded for other shapes", _surrogate_eps_for_batches, "a (4, 6) batch is not"),
+    Wrong("eps hard-coded for other shapes", _surrogate_eps_for_batches, "on a (4, 6) batch"),
+    Wrong("verl's dual-clip at c = 3", _surrogate_dual_clip, "dual-clip"),
+    Wrong("the eps argument ignored", lambda lp, o, a, eps=0.2: _surrogate_right(lp, o, a),
+          "eps argument is ignored"),
+    Wrong("returns a tensor that requires grad, with the sign flipped",
+          lambda lp, o, a, eps=0.2: -_surrogate_torch(lp, o, a, eps).requires_grad_(True),
+          "the sign is flipped"),
     Wrong("exp of an unclamped log-ratio (inf * 0 = NaN)",
           lambda lp, o, a, eps=0.2: -np.minimum(*_surrogate_terms(lp, o, a, eps, clamp=False)[1:]),
           "Clamp the log-ratio before exp"),
+    Wrong("float32 returned as float64",
+          lambda lp, o, a, eps=0.2: _surrogate_float32(lp, o, a, eps).astype(np.float64),
+          "float32 rounding"),
 ))
 
 
@@ -157,8 +251,49 @@ def _agg_in_place(loss, mask, mode, max_len=None):
     return _agg_right(loss, mask, mode, max_len)
 
 
+def _agg_verl(loss, mask, mode, max_len=None):
+    """verl's masked_mean: a guard 1e-8 beside every count."""
+    m = mask.astype(np.float64)
+    if mode == "grpo":
+        return ((loss * m).sum(-1) / (m.sum(-1) + 1e-8)).mean()
+    if mode == "dapo":
+        return (loss * m).sum() / (m.sum() + 1e-8)
+    return (loss * m).sum() / (loss.shape[0] * (max_len or loss.shape[1]))
+
+
+def _agg_torch(loss, mask, mode, max_len=None):
+    import torch
+    x, m = torch.as_tensor(loss), torch.as_tensor(mask)
+    masked = torch.where(m, x, torch.zeros_like(x))
+    if mode == "grpo":
+        return (masked.sum(-1) / m.sum(-1)).mean()
+    if mode == "dapo":
+        return masked.sum() / m.sum()
+    return masked.sum() / (x.shape[0] * (x.shape[1] if max_len is None else max_len))
+
+
+def _agg_float32(loss, mask, mode, max_len=None):
+    return np.float32(_agg_right(np.asarray(loss, np.float32), mask, mode, max_len))
+
+
+def _agg_loops(loss, mask, mode, max_len=None):
+    sums = [sum(x for x, k in zip(row, keep) if k) for row, keep in zip(loss, mask)]
+    lengths = [int(sum(keep)) for keep in mask]
+    if mode == "grpo":
+        return sum(s / n for s, n in zip(sums, lengths)) / len(sums)
+    if mode == "dapo":
+        return sum(sums) / sum(lengths)
+    return sum(sums) / (len(sums) * (max_len or len(mask[0])))
+
+
+def _agg_n_squared(loss, mask, mode, max_len=None):
+    if mode == "dr_grpo":
+        return (loss * mask).sum() / loss.shape[0] ** 2           # N * N, by a slip
+    return _agg_right(loss, mask, mode, max_len)
+
+
 _AGGREGATION = Drill("check_aggregate_loss", 2, rights=(
-    _agg_right,
+    _agg_right, _agg_verl, _agg_torch, _agg_float32, _agg_loops,
     lambda loss, mask, mode, max_len=None: aggregate_loss(loss, mask, mode, max_len=max_len),
 ), wrongs=(
     Wrong("plain means over the padded arrays (padding counted)",
@@ -196,11 +331,16 @@ _AGGREGATION = Drill("check_aggregate_loss", 2, rights=(
           "divided by max_len only"),
     Wrong("dr_grpo ignores max_len", _agg_mode(dr_grpo=lambda masked, m, N, T, budget, loss:
                                                masked.sum() / (N * T)),
-          "max_len=8 was ignored"),
+          "max_len was ignored"),
+    Wrong("dr_grpo divides by N * N (equal to T in the worked example)", _agg_n_squared,
+          "mode='dr_grpo' the value is"),
     Wrong("returns the per-sequence losses",
           lambda loss, mask, mode, max_len=None: _agg_parts(loss, mask, max_len)[0].sum(-1)
           / mask.sum(-1), "the loss is one number"),
     Wrong("zeroes the padding in the caller's array", _agg_in_place, "modified its input"),
+    Wrong("max_len not taken as a keyword",
+          lambda loss, mask, mode, maxlen=None: _agg_right(loss, mask, mode, maxlen),
+          "the drill's signature is my_aggregate_loss"),
 ))
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from grpo_lab.core.kl import kl_k3
 from grpo_lab.numerics.logprobs import log_softmax
 from grpo_lab.theory.kl_theory import kl_categorical_grad
-from tests.drills.catalogue.entry import Drill, Wrong
+from .entry import Drill, Wrong
 
 
 # --- chapter 3: k3 per token, fn(logp, ref_logp) ------------------------------------------------
@@ -27,17 +27,52 @@ def _k3_row_sums(logp, ref_logp):
     return k if k.ndim == 1 else k.sum(-1, keepdims=True) + 0 * k  # a "sequence KL" per token
 
 
-_K3 = Drill("check_kl_k3", 3, rights=(_k3_right, kl_k3), wrongs=(
+def _k3_torch(logp, ref_logp):
+    import torch
+    r = torch.as_tensor(ref_logp) - torch.as_tensor(logp)
+    return torch.expm1(r) - r
+
+
+def _k3_float32(logp, ref_logp):
+    r = np.asarray(ref_logp, np.float32) - np.asarray(logp, np.float32)
+    return np.expm1(r) - r
+
+
+def _k3_series(logp, ref_logp):
+    """expm1(r) - r, or its Taylor series r^2/2 + r^3/6 + r^4/24 where r is small."""
+    r = np.asarray(ref_logp, dtype=np.float64) - logp
+    small = np.abs(r) < 1e-3
+    return np.where(small, r * r / 2 * (1 + r / 3 * (1 + r / 4)), np.expm1(r) - r)
+
+
+def _k3_log1p_form(logp, ref_logp):
+    """k3 = exp(-d) + d - 1 with d = logp - ref_logp, written with expm1 of -d."""
+    d = np.asarray(logp, dtype=np.float64) - ref_logp
+    return np.expm1(-d) + d
+
+
+def _k3_hangs(logp, ref_logp):
+    while True:
+        pass
+
+
+_K3 = Drill("check_kl_k3", 3, rights=(_k3_right, kl_k3, _k3_torch, _k3_float32, _k3_series,
+                                      _k3_log1p_form), wrongs=(
     Wrong("the ratio upside down", lambda a, b: _k3_right(b, a), "the ratio is upside down"),
     Wrong("k1 instead of k3", lambda a, b: a - b, "that is k1"),
     Wrong("k2 instead of k3", lambda a, b: 0.5 * (a - b) ** 2, "that is k2"),
     Wrong("exp(r) - r - 1 (cancels for tiny r)",
           lambda a, b: np.exp(b - a) - (b - a) - 1, "compute it as np.expm1(r)"),
     Wrong("a mean over tokens", lambda a, b: _k3_right(a, b).mean(), "returned shape ()"),
-    Wrong("a sum over each sequence, broadcast back", _k3_row_sums, "reduced or broadcast"),
+    Wrong("a sum over each sequence, broadcast back", _k3_row_sums, "summed (or averaged)"),
     Wrong("subtracts in place", _k3_in_place, "modified its input"),
     Wrong("forgets to return", lambda a, b: None, "returned None"),
     Wrong("crashes", lambda a, b: a[len(a) + 5], "raised IndexError"),
+    Wrong("float32 returned as float64", lambda a, b: _k3_float32(a, b).astype(np.float64),
+          "float32 rounding"),
+    Wrong("an endless loop", _k3_hangs, "did not finish"),
+    Wrong("a generator of per-token values", lambda a, b: (x for x in _k3_right(a, b)),
+          "returned a generator"),
 ))
 
 
@@ -47,8 +82,36 @@ def _softmax(z):
     return np.exp(log_softmax(np.asarray(z, dtype=np.float64)))
 
 
+def _grad_shifted(z, zr):
+    pi = np.exp(z - z.max())
+    pi_ref = np.exp(zr - zr.max())
+    return pi / pi.sum() - pi_ref / pi_ref.sum()
+
+
+def _grad_chain_rule(z, zr):
+    """sum_x pi(x) (1 - pi_ref(x) / pi(x)) ([x = j] - pi_j), term by term."""
+    p, q = _softmax(z), _softmax(zr)
+    return sum(p[x] * (1 - q[x] / p[x]) * (np.eye(len(p))[x] - p) for x in range(len(p)))
+
+
+def _grad_torch(z, zr):
+    import torch
+    return torch.softmax(torch.as_tensor(z), 0) - torch.softmax(torch.as_tensor(zr), 0)
+
+
+def _grad_autograd(z, zr):
+    """Autograd of the exact expectation sum_x pi(x) k3(x), pi(x) held fixed."""
+    import torch
+    logits = torch.tensor(z, requires_grad=True)
+    logp = torch.log_softmax(logits, 0)
+    r = torch.log_softmax(torch.as_tensor(zr), 0) - logp
+    (logp.exp().detach() * (r.exp() - r - 1)).sum().backward()
+    return logits.grad
+
+
 _K3_GRAD = Drill("check_k3_loss_gradient", 3, rights=(
-    lambda z, zr: _softmax(z) - _softmax(zr),
+    lambda z, zr: _softmax(z) - _softmax(zr), _grad_shifted, _grad_chain_rule, _grad_torch,
+    _grad_autograd, lambda z, zr: kl_categorical_grad(z, zr, direction="forward"),
 ), wrongs=(
     Wrong("the reverse-KL gradient (what k2 gives)", lambda z, zr: kl_categorical_grad(z, zr),
           "which k2 gives"),
@@ -56,8 +119,17 @@ _K3_GRAD = Drill("check_k3_loss_gradient", 3, rights=(
     Wrong("zero, as for k1", lambda z, zr: np.zeros_like(z), "k1's expected gradient"),
     Wrong("unnormalised exponentials", lambda z, zr: np.exp(z) - np.exp(zr),
           "exp(logits) are not probabilities"),
-    Wrong("the logit difference", lambda z, zr: z - zr, "expected ["),
+    Wrong("the logit difference", lambda z, zr: z - zr, "tokens entry [0]"),
     Wrong("a fixed shape", lambda z, zr: np.zeros(2), "returned shape (2,)"),
+    Wrong("softmax without the max shift (overflows at logits near 800)",
+          lambda z, zr: np.exp(z) / np.exp(z).sum() - np.exp(zr) / np.exp(zr).sum(),
+          "exp(800) overflows"),
+    Wrong("the probability of the reference only", lambda z, zr: -_softmax(zr),
+          "tokens entry [0]"),
+    Wrong("the gradient weighted by pi twice",
+          lambda z, zr: _softmax(z) * (_softmax(z) - _softmax(zr)), "tokens entry [0]"),
+    Wrong("returns a list of the right values, then one too many",
+          lambda z, zr: list(_softmax(z) - _softmax(zr)) + [0.0], "expected (3,)"),
 ))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.numerics.logprobs import log_softmax, sequence_logprob_sum
-from tests.drills.catalogue.entry import Drill, Wrong
+from .entry import Drill, Wrong
 
 
 # --- chapter 4: log-softmax for float16 / bfloat16 logits, fn(logits) --------------------------
@@ -25,15 +25,62 @@ def _ls_raises(z):
     raise RuntimeError("boom")
 
 
-_LOG_SOFTMAX = Drill("check_log_softmax", 4, rights=(_ls_right, log_softmax), wrongs=(
+def _ls_float64(z):
+    z = np.asarray(z).astype(np.float64)
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _ls_torch(z):
+    import torch
+    return torch.log_softmax(torch.from_numpy(np.asarray(z).astype(np.float32)), -1)
+
+
+def _ls_logaddexp(z):
+    z = np.asarray(z).astype(np.float64)
+    return z - np.logaddexp.reduce(z, axis=-1, keepdims=True)
+
+
+def _ls_loops(z):
+    z = np.asarray(z).astype(np.float64)
+    out = np.empty_like(z)
+    for i in np.ndindex(z.shape[:-1]):
+        row = z[i]
+        top = max(row)
+        log_sum = top + np.log(sum(np.exp(v - top) for v in row))
+        out[i] = row - log_sum
+    return out
+
+
+def _ls_no_shift_float64(z):
+    z = np.asarray(z).astype(np.float64)                          # fine until exp(709)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _ls_upcast_bf16_only(z):
+    z = np.asarray(z)
+    if z.dtype.name == "bfloat16":
+        z = z.astype(np.float32)                                  # float16 stays float16
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+_LOG_SOFTMAX = Drill("check_log_softmax", 4, rights=(
+    _ls_right, log_softmax, _ls_float64, _ls_torch, _ls_logaddexp, _ls_loops), wrongs=(
     Wrong("no max shift", lambda z: z - np.log(np.exp(z).sum(-1, keepdims=True)),
-          "Subtract the row max"),
+          "overflowed in float16"),
+    Wrong("no max shift, in float32",
+          lambda z: (lambda x: x - np.log(np.exp(x).sum(-1, keepdims=True)))(
+              np.asarray(z).astype(np.float32)), "Subtract the row max"),
+    Wrong("no max shift, in float64", _ls_no_shift_float64, "Subtract the row max"),
+    Wrong("upcasts bfloat16 only (float16 comes back float16)", _ls_upcast_bf16_only,
+          "returned float16 values"),
     Wrong("the sum of exp in the input's dtype",
           lambda z: ((z - z.max(-1, keepdims=True))
                      - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
-                     ).astype(np.float32), "sum of exp ran in bfloat16"),
+                     ).astype(np.float32), "float16 rounding"),
     Wrong("returns the input's dtype", lambda z: _ls_right(z).astype(z.dtype),
-          "come back in bfloat16"),
+          "float32 rounding"),
     Wrong("returns softmax", lambda z: np.exp(_ls_right(z)), "probabilities (softmax)"),
     Wrong("normalises over axis 0",
           lambda z: np.asarray(z, np.float64) - np.log(np.exp(np.asarray(z, np.float64))
@@ -62,22 +109,57 @@ def _sum_low_for_float16(logp, mask):
     return _sum_low(logp, mask) if logp.dtype == np.float16 else _sum_right(logp, mask)
 
 
+def _sum_sequential_float32(logp, mask):
+    out = np.zeros(len(logp), dtype=np.float32)
+    for i, (row, keep) in enumerate(zip(np.asarray(logp).astype(np.float32), mask)):
+        total = np.float32(0.0)
+        for value, k in zip(row, keep):                           # a float32 running sum
+            if k:
+                total = np.float32(total + value)
+        out[i] = total
+    return out
+
+
+def _sum_torch(logp, mask):
+    import torch
+    x = torch.from_numpy(np.asarray(logp).astype(np.float32))
+    return torch.where(torch.from_numpy(mask), x, 0.0).sum(-1)
+
+
+def _sum_pairwise_bf16(logp, mask):
+    x = np.where(mask, logp, 0).astype(logp.dtype)
+    while x.shape[-1] > 1:                                        # pairwise, but in bfloat16
+        if x.shape[-1] % 2:
+            x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), x.dtype)], -1)
+        x = (x[..., 0::2] + x[..., 1::2]).astype(x.dtype)
+    return x[..., 0].astype(np.float32)
+
+
 _SEQUENCE_SUM = Drill("check_sequence_logprob_sum", 4, rights=(
     _sum_right,
     lambda logp, mask: (logp.astype(np.float32) * mask).sum(-1),
-    sequence_logprob_sum,
+    sequence_logprob_sum, _sum_sequential_float32, _sum_torch,
+    lambda logp, mask: np.array([np.sum(row[keep], dtype=np.float64)
+                                 for row, keep in zip(logp, mask)]),
 ), wrongs=(
     Wrong("padding summed too", lambda logp, mask: logp.astype(np.float64).sum(-1),
-          "padded token (-99) was counted"),
-    Wrong("accumulates in bfloat16", _sum_low, "running sum was kept in bfloat16"),
+          "padded tokens were counted"),
+    Wrong("accumulates in bfloat16", _sum_low, "most of the error comes from computing"),
     Wrong("sums wide, returns bfloat16",
           lambda logp, mask: _sum_right(logp, mask).astype(logp.dtype),
-          "comes back in bfloat16"),
+          "from that rounding alone"),
+    Wrong("accumulates in bfloat16 but returns float32",
+          lambda logp, mask: _sum_low(logp, mask).astype(np.float32), "input's dtype"),
+    Wrong("pairwise in bfloat16 (better, still not float32)", _sum_pairwise_bf16,
+          "32768 bfloat16 log-probs entry [0]"),
+    Wrong("a mean over all T positions",
+          lambda logp, mask: np.where(mask, logp.astype(np.float64), 0).mean(-1),
+          "mean over all T positions"),
     Wrong("a mean, not a sum", lambda logp, mask: _sum_right(logp, mask) / mask.sum(-1),
           "that is a mean"),
     Wrong("sums over axis 0", lambda logp, mask: np.where(mask, logp, 0.0).sum(0),
           "expected (2,): one sum per sequence"),
-    Wrong("float16 accumulation only", _sum_low_for_float16, "beyond float16's range"),
+    Wrong("float16 accumulation only", _sum_low_for_float16, "overflowed in float16"),
     Wrong("returns strings", lambda logp, mask: np.array(["a", "b"]), "expected a float array"),
 ))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from grpo_lab.rl.rewards import ANSWER, TAGS, format_reward
-from tests.drills.catalogue.entry import Drill, Wrong
+from .entry import Drill, Wrong
 
 
 # --- chapter 5: the R1 format reward, fn(completion) -> 1.0 or 0.0 ------------------------------
@@ -51,7 +51,93 @@ def _fmt_closing_optional(completion):
     return float(m is not None and m.group(2).strip() != "")
 
 
-_FORMAT = Drill("check_format_reward", 5, rights=(_fmt_right, format_reward), wrongs=(
+def _fmt_scan(completion):
+    """No regex: find each tag once, check the order and what lies between."""
+    text = completion.strip()
+    if any(text.count(tag) != 1 for tag in TAGS):
+        return 0.0
+    where = [text.find(tag) for tag in TAGS]
+    if where != sorted(where) or where[0] != 0 or not text.endswith("</answer>"):
+        return 0.0
+    between = text[where[1] + len("</think>"):where[2]]
+    answer = text[where[2] + len("<answer>"):where[3]]
+    return float(between.strip() == "" and answer.strip() != "")
+
+
+def _fmt_tempered(completion):
+    """One regex whose blocks cannot contain any of the four tags (a tempered dot)."""
+    no_tag = r"(?:(?!</?(?:think|answer)>).)"
+    m = re.fullmatch(rf"\s*<think>{no_tag}*</think>\s*<answer>({no_tag}*)</answer>\s*",
+                     completion, re.S)
+    return float(m is not None and m.group(1).strip() != "")
+
+
+def _fmt_bool(completion):
+    return _fmt_right(completion) == 1.0                          # True / False count as 1 / 0
+
+
+def _fmt_split(completion):
+    text = completion.strip()
+    if not text.startswith("<think>") or text.count("<think>") != 1:
+        return 0.0
+    head, sep, tail = text[len("<think>"):].partition("</think>")
+    if not sep or any(tag in head for tag in TAGS) or not tail.strip().startswith("<answer>"):
+        return 0.0
+    body = tail.strip()[len("<answer>"):]
+    if not body.endswith("</answer>") or any(tag in body[:-len("</answer>")] for tag in TAGS):
+        return 0.0
+    return float(body[:-len("</answer>")].strip() != "")
+
+
+def _fmt_lazy_no_counts(completion):
+    m = re.fullmatch(r"<think>(.*?)</think>\s*<answer>(.*?)</answer>", completion.strip(), re.S)
+    return float(m is not None and m.group(2).strip() != "")
+
+
+def _fmt_opening_counts(completion):
+    text = completion.strip()
+    if text.count("<think>") != 1 or text.count("<answer>") != 1:   # closing tags not counted
+        return 0.0
+    m = re.fullmatch(r"<think>(.*?)</think>\s*<answer>(.*)</answer>", text, re.S)
+    return float(m is not None and m.group(2).strip() != "")
+
+
+def _fmt_counts_and_ends(completion):
+    """Each tag once, the right first and last tag: but the middle order is not checked."""
+    text = completion.strip()
+    if any(text.count(tag) != 1 for tag in TAGS):
+        return 0.0
+    if not (text.startswith("<think>") and text.endswith("</answer>")):
+        return 0.0
+    between = text[text.find("</think>") + len("</think>"):text.find("<answer>")]
+    answer = text[text.find("<answer>") + len("<answer>"):text.find("</answer>")]
+    return float(between.strip() == "" and answer.strip() != "")
+
+
+def _fmt_blocks_found_apart(completion):
+    """Each tag once, each block found by its own search: one block may sit inside the other."""
+    text = completion.strip()
+    if any(text.count(tag) != 1 for tag in TAGS) or not text.startswith("<think>"):
+        return 0.0
+    if not text.endswith(("</answer>", "</think>")):
+        return 0.0
+    between = text[text.find("</think>") + len("</think>"):text.find("<answer>")]
+    answer = re.search(r"<answer>(.*?)</answer>", text, re.S)
+    return float(between.strip() == "" and answer is not None and answer.group(1).strip() != "")
+
+
+def _fmt_char_by_char(completion):
+    """Rescans the text before every character in pure Python: quadratic, fine on short text,
+    stuck for minutes on 20000 characters."""
+    text, seen = completion.strip(), 0
+    for i in range(len(text)):
+        for j in range(i):
+            seen += text[j] == "<"
+    return _fmt_right(text)
+
+
+_FORMAT = Drill("check_format_reward", 5, rights=(
+    _fmt_right, format_reward, _fmt_scan, _fmt_tempered, _fmt_bool, _fmt_split), wrongs=(
     Wrong("checks only that the tags appear",
           lambda s: float(all(tag in s for tag in TAGS)), "the blocks in the wrong order"),
     Wrong("a regex without re.DOTALL",
@@ -84,6 +170,14 @@ _FORMAT = Drill("check_format_reward", 5, rights=(_fmt_right, format_reward), wr
           "an empty (or blank) answer is no answer"),
     Wrong("raises when the regex does not match", _fmt_raises, "it never raises"),
     Wrong("the closing </answer> made optional", _fmt_closing_optional, "closed by </answer>"),
+    Wrong("a lazy regex and no tag counts", _fmt_lazy_no_counts, "each tag exactly once"),
+    Wrong("only the opening tags counted", _fmt_opening_counts, "count the closing tags too"),
+    Wrong("tags counted, the order in the middle not checked", _fmt_counts_and_ends,
+          "must not interleave"),
+    Wrong("each block found by its own search", _fmt_blocks_found_apart,
+          "not one inside the other"),
+    Wrong("a quadratic parser (stuck on a long completion)", _fmt_char_by_char,
+          "did not finish"),
 ))
 
 

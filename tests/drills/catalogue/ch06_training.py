@@ -7,7 +7,7 @@ module imports without torch; the checker hands over torch tensors.
 
 from __future__ import annotations
 
-from tests.drills.catalogue.entry import Drill, Wrong
+from .entry import Drill, Wrong
 
 
 def _terms(logp, old_logp, ref_logp, adv, eps, *, combine="max", kl="k3"):
@@ -96,7 +96,40 @@ def _with_diagnostics(logp, old_logp, ref_logp, adv, mask, eps, beta):
     return loss, {"clip_frac": 0.0}
 
 
-_GRPO_LOSS = Drill("check_grpo_loss", 6, rights=(_loss_right, _loss_where, _loss_package), wrongs=(
+def _loss_verl_guard(logp, old_logp, ref_logp, adv, mask, eps, beta):
+    """verl's masked_mean: a guard 1e-8 beside each length."""
+    pg, penalty = _terms(logp, old_logp, ref_logp, adv, eps)
+    m = mask.to(logp.dtype)
+    return (((pg + beta * penalty) * m).sum(-1) / (m.sum(-1) + 1e-8)).mean()
+
+
+def _loss_loop(logp, old_logp, ref_logp, adv, mask, eps, beta):
+    """One completion at a time, sliced to its own tokens."""
+    per_completion = []
+    for i in range(logp.shape[0]):
+        keep = mask[i]
+        lp, old, ref = logp[i][keep], old_logp[i][keep], ref_logp[i][keep]
+        ratio = (lp - old).exp()
+        pg = (-adv[i] * ratio).maximum(-adv[i] * ratio.clamp(1 - eps, 1 + eps))
+        r = ref - lp
+        per_completion.append((pg + beta * (r.exp() - r - 1)).mean())
+    return sum(per_completion) / len(per_completion)
+
+
+def _loss_dual_clip(logp, old_logp, ref_logp, adv, mask, eps, beta):
+    pg, penalty = _terms(logp, old_logp, ref_logp, adv, eps)
+    a = adv[:, None]
+    pg = pg.minimum(-3.0 * a).where(a < 0, pg)                   # verl's clip_ratio_c = 3
+    return _grpo(pg + beta * penalty, mask)
+
+
+def _loss_hangs(*args):
+    while True:
+        pass
+
+
+_GRPO_LOSS = Drill("check_grpo_loss", 6, rights=(_loss_right, _loss_where, _loss_package,
+                                                  _loss_verl_guard, _loss_loop), wrongs=(
     Wrong("the token mean over the whole batch (the chapter's stub)", _stub,
           "token mean over the whole batch (dapo)"),
     Wrong("divides by N * T (dr_grpo)",
@@ -114,7 +147,7 @@ _GRPO_LOSS = Drill("check_grpo_loss", 6, rights=(_loss_right, _loss_where, _loss
     Wrong("k1 as the penalty", _slip(kl="k1"), "that penalty is k1"),
     Wrong("torch.minimum of the two losses (optimistic)", _slip(combine="min"), "optimistic"),
     Wrong("no clipping", _slip(combine="unclipped"), "no clipping"),
-    Wrong("eps and beta hard-coded", _hard_coded, "use the arguments eps and beta"),
+    Wrong("eps and beta hard-coded", _hard_coded, "use the arguments"),
     Wrong("adv (N,) multiplied with (N, T) terms", _adv_not_broadcast, "adv[:, None]"),
     Wrong("returns loss.item()", lambda *args: _loss_right(*args).item(),
           "the loss must stay a tensor"),
@@ -122,9 +155,11 @@ _GRPO_LOSS = Drill("check_grpo_loss", 6, rights=(_loss_right, _loss_where, _loss
     Wrong("computed on a detached logp", lambda lp, *rest: _loss_right(lp.detach(), *rest),
           "no grad_fn"),
     Wrong("adv.unsqueeze_(1) on the caller's advantages", _adv_in_place, "modified its input"),
-    Wrong("computed in float32", _float32, "only to float32 precision"),
+    Wrong("computed in float32", _float32, "the drill asks for float64"),
     Wrong("returns (loss, diagnostics) like gl.torch.grpo_loss", _with_diagnostics,
           "returned a tuple of 2"),
+    Wrong("verl's dual-clip at c = 3", _loss_dual_clip, "dual-clip"),
+    Wrong("an endless loop", _loss_hangs, "did not finish"),
 ))
 
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.surrogate import surrogate_grad_logp
-from tests.drills.catalogue.entry import Drill, Wrong
+from .entry import Drill, Wrong
 
 
 # --- chapter 7: blocked advantages fn(rewards, block_rows), surrogate gradient ----------------
@@ -30,14 +30,84 @@ def _blocked_right(rewards, block_rows):
     return _blocked(rewards, block_rows)
 
 
-_BLOCKED = Drill("check_blocked_advantages", 7, rights=(_blocked_right,), wrongs=(
+def _blocked_torch(rewards, block_rows):
+    import torch
+    out = np.empty_like(rewards)
+    into, source = torch.from_numpy(out), torch.from_numpy(rewards)   # no copies
+    for r0 in range(0, rewards.shape[0], block_rows):
+        x = source[r0:r0 + block_rows].double()                  # (b, G) float64 block
+        dev = x - x.mean(1, keepdim=True)
+        into[r0:r0 + block_rows] = dev / (dev.pow(2).mean(1, keepdim=True).sqrt() + 1e-8)
+    return out
+
+
+def _blocked_package(rewards, block_rows):
+    out = np.empty_like(rewards)
+    for r0 in range(0, rewards.shape[0], block_rows):
+        out[r0:r0 + block_rows] = group_advantages(rewards[r0:r0 + block_rows].astype(np.float64))
+    return out
+
+
+def _blocked_rows(rewards, block_rows):
+    """A block's rows one by one, float64 scalars."""
+    out = np.empty_like(rewards)
+    for r0 in range(0, rewards.shape[0], block_rows):
+        for b, row in enumerate(rewards[r0:r0 + block_rows].astype(np.float64), r0):
+            dev = row - row.mean()
+            out[b] = dev / (np.sqrt((dev * dev).mean()) + 1e-8)
+    return out
+
+
+def _blocked_no_shift(rewards, block_rows):
+    out = np.empty(rewards.shape, np.float32)
+    for r0 in range(0, rewards.shape[0], block_rows):
+        x = rewards[r0:r0 + block_rows].astype(np.float64)
+        out[r0:r0 + block_rows] = (x - x.mean(1, keepdims=True)) / (x.std(1, keepdims=True) + 1e-8)
+    return out
+
+
+def _blocked_float32_inside(rewards, block_rows):
+    out = np.empty_like(rewards)
+    for r0 in range(0, rewards.shape[0], block_rows):
+        x = rewards[r0:r0 + block_rows]
+        x = x - x[:, :1]                                          # exact zeros, but float32
+        dev = x - x.mean(1, keepdims=True)
+        out[r0:r0 + block_rows] = dev / (np.sqrt((dev * dev).mean(1, keepdims=True))
+                                         + np.float32(1e-8))
+    return out
+
+
+def _blocked_torch_whole(rewards, block_rows):
+    import torch
+    x = torch.from_numpy(rewards).double()                        # the whole input, float64
+    dev = x - x.mean(1, keepdim=True)
+    return (dev / (dev.pow(2).mean(1, keepdim=True).sqrt() + 1e-8)).float().numpy()
+
+
+def _blocked_hangs(rewards, block_rows):
+    r0 = 0
+    while r0 < rewards.shape[0]:                                  # r0 never moves
+        pass
+
+
+_BLOCKED = Drill("check_blocked_advantages", 7, rights=(
+    _blocked_right, _blocked_torch, _blocked_package, _blocked_rows, _blocked_no_shift), wrongs=(
     Wrong("the whole array at once (temporaries the size of the input)",
           lambda r, b: group_advantages(r), "peak memory"),
+    Wrong("the whole array at once, in torch (invisible to tracemalloc)", _blocked_torch_whole,
+          "torch"),
+    Wrong("float32 arithmetic inside the blocks", _blocked_float32_inside,
+          "the block arithmetic ran in float32"),
+    Wrong("the first block only", lambda r, b: np.concatenate(
+        [_blocked(r[:b], b), np.zeros_like(r[b:])]), "entry ["),
+    Wrong("block_rows ignored: blocks of 256", lambda r, b: _blocked(r, 256) if r.shape[0] > 256
+          else _blocked(r, b)[:-1], "returned shape"),
+    Wrong("an endless loop", _blocked_hangs, "did not finish"),
     Wrong("a float64 result for float32 rewards",
           lambda r, b: _blocked(r, b, out_dtype=np.float64), "float32 rewards give float32"),
-    Wrong("Bessel's std", lambda r, b: _blocked(r, b, ddof=1), "differs from gl.group_advantages"),
+    Wrong("Bessel's std", lambda r, b: _blocked(r, b, ddof=1), "Bessel's std"),
     Wrong("no eps: the all-equal group is 0 / 0", lambda r, b: _blocked(r, b, eps=0.0),
-          "is not exactly 0"),
+          "not exactly 0"),
     Wrong("overwrites the caller's rewards block by block",
           lambda r, b: _blocked(r, b, in_place=True), "modified its input"),
     Wrong("returns a list", lambda r, b: _blocked(r, b).tolist(), "expected a NumPy array"),
@@ -67,15 +137,53 @@ def _grad_in_place(ratio, adv, eps_low, eps_high):
     return -_grad_package(ratio, adv, eps_low, eps_high)
 
 
-_SURROGATE_GRAD = Drill("check_surrogate_grad", 7, rights=(_grad_right, _grad_package), wrongs=(
+def _grad_float32(ratio, adv, eps_low, eps_high):
+    r, a = np.asarray(ratio, np.float32), np.asarray(adv, np.float32)
+    return _grad_right(r, a, np.float32(eps_low), np.float32(eps_high))
+
+
+def _grad_torch(ratio, adv, eps_low, eps_high):
+    """Autograd of the loss at logp = log(ratio), old_logp = 0."""
+    import torch
+    logp = torch.tensor(np.log(ratio), requires_grad=True)
+    r, a = logp.exp(), torch.as_tensor(adv)
+    loss = torch.maximum(-a * r, -a * r.clamp(1 - eps_low, 1 + eps_high))
+    loss.sum().backward()
+    return logp.grad
+
+
+def _grad_by_sign(ratio, adv, eps_low, eps_high):
+    unclipped = np.where(adv >= 0, ratio <= 1 + eps_high, ratio >= 1 - eps_low)
+    return -adv * ratio * unclipped
+
+
+def _grad_min_form(ratio, adv, eps_low, eps_high):
+    """Where r A is the smaller objective the gradient flows; else it is 0."""
+    clipped = np.clip(ratio, 1 - eps_low, 1 + eps_high)
+    return np.where(ratio * adv <= clipped * adv, -adv * ratio, 0.0)
+
+
+_SURROGATE_GRAD = Drill("check_surrogate_grad", 7, rights=(
+    _grad_right, _grad_package, _grad_float32, _grad_torch, _grad_by_sign, _grad_min_form),
+    wrongs=(
     Wrong("no clipping at all", lambda r, a, lo, hi: -a * r, "no clipping"),
     Wrong("sign error", lambda r, a, lo, hi: -_grad_package(r, a, lo, hi), "sign is flipped"),
     Wrong("the gradient with respect to the ratio, not logp",
           lambda r, a, lo, hi: np.where(_grad_package(r, a, lo, hi) != 0, -a, 0.0),
           "with respect to the ratio"),
-    Wrong("a missing clip side (A < 0 never clipped)", _grad_one_side, "on ratios"),
+    Wrong("a missing clip side (A < 0 never clipped)", _grad_one_side, "only A > 0 is clipped"),
     Wrong("eps_low used for both bounds", lambda r, a, lo, hi: _grad_package(r, a, lo, lo),
-          "on ratios"),
+          "eps_low was used for both bounds"),
+    Wrong("eps_high used for both bounds", lambda r, a, lo, hi: _grad_package(r, a, hi, hi),
+          "eps_high was used for both bounds"),
+    Wrong("eps_low and eps_high swapped", lambda r, a, lo, hi: _grad_package(r, a, hi, lo),
+          "swapped"),
+    Wrong("the worked example hard-coded", lambda r, a, lo, hi: _grad_package(
+        np.array([1.0, 1.1, 1.5, 0.5, 0.9, 0.5, 1.5, 1.25]),
+        np.array([1.0, 2.0, 1.0, 1.0, -1.0, -1.0, -1.0, 1.0]), 0.2, 0.28),
+        "returned shape (8,)"),
+    Wrong("float32 returned as float64",
+          lambda r, a, lo, hi: _grad_float32(r, a, lo, hi).astype(np.float64), "float32 rounding"),
     Wrong("changes the caller's advantages in place", _grad_in_place, "modified its input"),
     Wrong("computes but returns nothing", lambda r, a, lo, hi: None, "returned None"),
 ))

@@ -1,0 +1,289 @@
+"""How a checker grades: cases against the package's reference, a tolerance that follows the
+answer's dtype, and hints that say exactly what differs.
+
+A :class:`Case` is one call of the reader's function with the reference's answer. The
+tolerance of an entry is ``k * (sens + u * scale) + slack * |expected|``:
+
+====================  ==========================================================================
+``u``                 the unit roundoff of the precision graded: the answer's own dtype (float64,
+                      or float32 for a float32 answer) where the statement leaves it open, the
+                      statement's where it fixes one
+``scale``             the size of the terms the entry is built from (``|expected|`` by default)
+``sens``              how much the reference moves when its float inputs are perturbed by ``u``
+                      (the conditioning: near-tied rewards, a tiny log-ratio)
+``k``                 16 units of slack, as a sum of a few rounded terms needs
+``slack``             a relative difference the statement allows (a guard eps of 1e-8 in a
+                      count's denominator, as verl's ``masked_mean``)
+====================  ==========================================================================
+
+:func:`check_cases` runs a checker's cases in order. The first case the answer fails is the
+verdict: its first differing entry at full precision, with that entry's inputs, and when the
+difference is the size of a coarser dtype's rounding, that this is what it means. A usual
+mistake (:class:`Mistake`, a wrong implementation) is named only if the reader's outputs equal
+that mistake's on every case run, and the mistake differs from the reference on the failing
+case: a case that cannot tell the mistake apart never names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+
+from grpo_lab.drills.harness import Answer, call
+
+__all__ = ["UNIT_ROUNDOFF", "Case", "Mistake", "check_cases", "close", "full", "grade_dtype",
+           "matching_mistakes", "precision_note", "tolerance", "wide_enough"]
+
+#: Unit roundoff (half the spacing at 1) of the dtypes an answer may come in.
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
+                 "bfloat16": 2.0**-8}
+_SHOW = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+@dataclass
+class Case:
+    """One call of the reader's function: ``fn(*args, **kwargs)`` should give ``expected``.
+
+    ``inputs``: the named inputs, for the messages and the mistakes. ``reference``: the
+    package's function of ``args`` (for the sensitivity), with ``perturb`` the positions of
+    the float arrays in ``args`` that it perturbs. ``show(index)``: the inputs behind one
+    entry, as text (default: each same-shaped input at that index, and the scalars).
+    ``atol``: an absolute tolerance the statement sets (1e-3 nats), added to the rest.
+    """
+    where: str
+    args: tuple
+    expected: np.ndarray
+    inputs: dict = field(default_factory=dict)
+    kwargs: dict = field(default_factory=dict)
+    scale: object = None
+    reference: Callable | None = None
+    perturb: tuple = ()
+    show: Callable | None = None
+    atol: float = 0.0
+    _sens: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.expected = np.asarray(self.expected, dtype=np.float64)
+
+    def sensitivity(self, dtype: str) -> np.ndarray:
+        """How far the reference moves when its float inputs move by ``u`` (relative), taken
+        to first order: three random-sign perturbations of 1e-9, scaled down to ``u``."""
+        if self.reference is None or not self.perturb:
+            return np.zeros(self.expected.shape)
+        if dtype not in self._sens:
+            rng, step = np.random.default_rng(0), 1e-9
+            worst = np.zeros(self.expected.shape)
+            for _ in range(3):
+                args = list(self.args)
+                for i in self.perturb:
+                    a = np.asarray(args[i], dtype=np.float64)
+                    args[i] = a * (1 + step * rng.choice([-1.0, 1.0], a.shape))
+                with np.errstate(all="ignore"):
+                    moved = np.abs(np.asarray(self.reference(*args), np.float64) - self.expected)
+                worst = np.fmax(worst, np.nan_to_num(moved, nan=0.0, posinf=0.0))
+            self._sens[dtype] = worst * (UNIT_ROUNDOFF[dtype] / step)
+        return self._sens[dtype]
+
+    def entry_inputs(self, index) -> str:
+        if self.show is not None:
+            return self.show(index)
+        parts = []
+        for name, x in self.inputs.items():
+            x = np.asarray(x)
+            if x.ndim == 0:
+                parts.append(f"{name} = {_plain(x)}")
+            elif x.shape == self.expected.shape and index != ():
+                parts.append(f"{name}{list(index)} = {_plain(x[index])}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A usual wrong answer: its ``hint``, and ``value(case)`` the value it gives on a case
+    (None where the mistake does not apply)."""
+    hint: str
+    value: Callable
+
+
+def _plain(x) -> str:
+    x = np.asarray(x)
+    if x.ndim == 0:
+        v = x.item()
+        return repr(float(v)) if isinstance(v, float) else repr(v)
+    body = ", ".join(_plain(v) for v in x.ravel()[:8])
+    return f"[{body}{', ...' if x.size > 8 else ''}]"
+
+
+def full(value, dtype: str = "float64") -> str:
+    """``value`` at full precision in ``dtype``: every digit that dtype holds, no more."""
+    value = float(value)
+    if dtype in _SHOW:
+        return str(_SHOW[dtype](value))
+    return repr(value)
+
+
+def grade_dtype(answer: Answer, fixed: str | None = None) -> str:
+    """The precision an answer is graded at: ``fixed`` where the statement sets one, else the
+    answer's own float dtype (ints and bools are exact, graded as float64)."""
+    if fixed is not None:
+        return fixed
+    return answer.dtype if answer.dtype in UNIT_ROUNDOFF else "float64"
+
+
+def wide_enough(answer: Answer, case: Case) -> str | None:
+    """A problem when the answer came back in float16 or bfloat16 (the drills want float32 or
+    wider), else None. It says how much of the error storing in that dtype explains."""
+    if answer.dtype not in ("float16", "bfloat16"):
+        return None
+    digits = {"float16": 3, "bfloat16": 2}[answer.dtype]
+    text = (f"on {case.where} your function returned {answer.dtype} values, which keep about "
+            f"{digits} decimal digits")
+    if not np.isfinite(answer.values).all():
+        return text + (f", and some are inf or NaN: a step overflowed in {answer.dtype} (float16 "
+                       "stops at 65504). Compute in float32 or wider, and return float32 or "
+                       "wider")
+    with np.errstate(all="ignore"):
+        err = np.abs(answer.values - case.expected).max(initial=0.0)
+        stored = np.abs(case.expected.astype(_SHOW[answer.dtype]).astype(np.float64)
+                        - case.expected).max(initial=0.0)
+    if err <= 2 * stored + tolerance(case, "float32").max(initial=0.0):
+        return text + (f": off by up to {err:.3g} here, from that rounding alone. Return "
+                       "float32 or wider")
+    return text + (f": off by up to {err:.3g} here, while storing the right answer in "
+                   f"{answer.dtype} costs at most {stored:.3g}, so most of the error comes from "
+                   f"computing in {answer.dtype} (a running sum in a 16-bit float stops growing "
+                   "once it dwarfs its terms). Compute in float32 or wider, and return float32 "
+                   "or wider")
+
+
+def tolerance(case: Case, dtype: str, *, k: float = 16.0, slack: float = 0.0) -> np.ndarray:
+    """Per-entry tolerance of ``case`` at precision ``dtype`` (see the module's table)."""
+    u = UNIT_ROUNDOFF[dtype]
+    scale = np.abs(case.expected) if case.scale is None else np.abs(case.scale)
+    scale = np.broadcast_to(scale, case.expected.shape)
+    return (k * (case.sensitivity(dtype) + u * scale) + slack * np.abs(case.expected)
+            + case.atol)
+
+
+def close(got, want, tol) -> np.ndarray:
+    """Entrywise ``|got - want| <= tol``, with NaN equal to NaN and inf to the same inf."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    with np.errstate(invalid="ignore"):
+        return (np.abs(got - want) <= tol) | (got == want) | (np.isnan(got) & np.isnan(want))
+
+
+def precision_note(diff: float, case: Case, answer: Answer, index, *, fixed=None,
+                   k: float = 16.0, slack: float = 0.0) -> str:
+    """What the size of a difference means: the rounding of a coarser dtype, a few times what
+    rounding explains, or nothing (a difference in the formula)."""
+    graded = grade_dtype(answer, fixed)
+    if not np.isfinite(diff):
+        return ""
+    for coarser in (("float32",) if graded == "float64" else ("float16", "bfloat16")
+                    if graded == "float32" else ()):
+        if diff <= tolerance(case, coarser, k=k, slack=slack)[index]:
+            fix = ("keep float64 throughout: the drill asks for float64" if fixed == "float64"
+                   else f"compute in float64 throughout, or return the float32 result as "
+                   "float32, which is graded at float32's precision" if coarser == "float32"
+                   else "compute in float32 or wider")
+            return (f". The difference, {diff:.2g}, is within what {coarser} rounding gives "
+                    f"here (unit roundoff {UNIT_ROUNDOFF[coarser]:.2g}, against "
+                    f"{UNIT_ROUNDOFF[graded]:.2g} for {graded}, the precision graded; your "
+                    f"answer is {answer.dtype}): if a step "
+                    f"ran in {coarser} (an input or constant cast to {coarser}, torch's default "
+                    f"dtype), that explains it; {fix}")
+    allowed = tolerance(case, graded, k=k, slack=slack)[index]
+    if 0 < allowed and diff < 100 * allowed:
+        return (f". The difference, {diff:.2g}, is {diff / allowed:.1f} times what {graded} "
+                f"rounding explains for this entry ({allowed:.2g}): a little more than rounding, "
+                "so look for a step that loses digits (a subtraction of near-equal numbers, a "
+                "long sum)")
+    return ""
+
+
+def matching_mistakes(mistakes, runs, failed: int, *, fixed=None, k=16.0, slack=0.0):
+    """The hints of the mistakes that the answers match on every run case (on their finite
+    entries, except the failing case) and that the failing case ``runs[failed]`` tells apart
+    from the reference."""
+    hints = []
+    for mistake in mistakes:
+        told, same = False, True
+        for i, (case, answer) in enumerate(runs):
+            try:
+                with np.errstate(all="ignore"):
+                    wrong = mistake.value(case)
+                if wrong is None:
+                    continue
+                wrong = np.broadcast_to(np.asarray(wrong, np.float64), case.expected.shape)
+            except (ValueError, TypeError, IndexError, ZeroDivisionError):
+                continue                                  # the mistake cannot be this shape
+            tol = tolerance(case, grade_dtype(answer, fixed), k=k, slack=slack)
+            agree = close(answer.values, wrong, tol)
+            if not (agree if i == failed else agree | ~np.isfinite(answer.values)).all():
+                same = False                # (a NaN elsewhere is another bug, not evidence)
+                break
+            told |= i == failed and not close(wrong, case.expected, tol).all()
+        if same and told and mistake.hint not in hints:
+            hints.append(mistake.hint)
+    return hints
+
+
+def check_cases(fn, cases, say, *, passed, mistakes=(), fixed: str | None = None,
+                k: float = 16.0, slack: float = 0.0, extra=None, signature: str = "",
+                **call_options) -> bool:
+    """Run ``fn`` on ``cases`` and say the verdict (see the module's docstring).
+
+    ``passed``: the PASS message, or a function giving it (read after the cases ran).
+    ``extra(case, answer) -> problem or None``: a further requirement of the statement (an
+    exact zero, an output dtype). ``signature``: the drill's, quoted when a call fails on the
+    arguments (a keyword the function does not take). ``call_options`` go to :func:`harness.call` (``shape_hint``,
+    ``returns``, ``broadcast_hint``, ``dtype``).
+    """
+    runs, failed, verdict_text = [], None, None
+    for case in cases:
+        answer, problem = call(fn, *case.args, kwargs=case.kwargs, where=case.where,
+                               shape=case.expected.shape, **call_options)
+        if problem is not None:
+            if failed is None:
+                wrong_call = any(words in problem for words in (
+                    "unexpected keyword argument", "positional argument"))
+                return say(False, problem + (f" (the drill's signature is {signature})"
+                                             if signature and wrong_call else ""))
+            break                                   # only collecting evidence for the hint
+        if failed is None:
+            problem = wide_enough(answer, case)
+            if problem:
+                return say(False, problem)
+            tol = tolerance(case, grade_dtype(answer, fixed), k=k, slack=slack)
+            bad = ~close(answer.values, case.expected, tol)
+            required = extra(case, answer) if extra else None
+            if bad.any() or required:
+                failed = len(runs)
+                verdict_text = (_difference(case, answer, bad, fixed, k, slack) if bad.any()
+                                else None, required)
+        runs.append((case, answer))
+    if failed is None:
+        return say(True, passed() if callable(passed) else passed)
+    hints = matching_mistakes(mistakes, runs, failed, fixed=fixed, k=k, slack=slack)
+    (difference, note), required = verdict_text[0] or (None, None), verdict_text[1]
+    if hints and difference:   # a named mistake says more than the size of the difference
+        return say(False, difference + f": {'; or '.join(hints[:2])}")
+    return say(False, required or difference + note)
+
+
+def _difference(case, answer, bad, fixed, k, slack) -> str:
+    index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
+    got, want = answer.values[index], case.expected[index]
+    what = f"entry {list(index)}" if index != () else "the value"
+    text = (f"on {case.where} {what} is {full(got, answer.dtype)} ({answer.dtype}), expected "
+            f"{full(want)}")
+    inputs = case.entry_inputs(index)
+    if inputs:
+        text += f", for {inputs}"
+    if bad.sum() > 1:
+        text += f" ({int(bad.sum()) - 1} more of the {bad.size} entries differ)"
+    return text, precision_note(abs(got - want), case, answer, index, fixed=fixed, k=k,
+                                slack=slack)
