@@ -59,8 +59,12 @@ class LossArguments(NamedTuple):
 
 def check_loss_arguments(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None,
                          beta=0.04, kl="k3", agg="grpo", level="token", dual_clip=None,
-                         max_len=None, kl_clamp=None, kl_bias_correction=False) -> LossArguments:
+                         max_len=None, kl_clamp=None, kl_bias_correction=False,
+                         autograd=False) -> LossArguments:
     """Validate every argument of :func:`grpo_loss` in one call (the fused loss makes it too).
+
+    ``autograd``: True for a loss differentiated by autograd (the eager one), which alone can
+    take the straight-through ``kl="k3+"``; the fused loss writes its gradient by hand.
 
     Each tensor costs one sum (the scan for NaN and inf); nothing is copied, except a mask
     that is not already 0.0 / 1.0 in the working dtype.
@@ -71,6 +75,10 @@ def check_loss_arguments(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, ep
     a, a_dtype = check_adv(adv, lp)
     options = check_grpo_loss_options(eps_low, eps_high, beta, kl, agg, level,
                                       has_ref=ref_logp is not None, kind="tensor")
+    if options[3] == "k3+" and not autograd:
+        raise ValueError("kl: expected one of 'k1', 'k2', 'k3' for a loss that writes its own "
+                         "gradient, got 'k3+' (straight-through: it needs autograd, use "
+                         "grpo_lab.torch.grpo_loss)")
     knobs = check_grpo_loss_knobs(dual_clip, max_len, kl_clamp, kl_bias_correction, options[4],
                                   lp.shape[-1])
     dtypes = [dtype, a_dtype]
@@ -156,7 +164,7 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None
     x = check_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low=eps_low,
                              eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level,
                              dual_clip=dual_clip, max_len=max_len, kl_clamp=kl_clamp,
-                             kl_bias_correction=kl_bias_correction)
+                             kl_bias_correction=kl_bias_correction, autograd=True)
     lp, a, m = x.logp.to(x.work), x.adv.to(x.work), x.mask        # (N, T), (N, 1)/(N, T), (N, T)
     log_ratio = lp - x.old_logp.to(x.work)                         # (N, T) log pi_theta / pi_old
     if x.level == "token":

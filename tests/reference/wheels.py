@@ -72,7 +72,8 @@ def wheel(package: str) -> Path:
     if not path.exists():
         cache_dir().mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               "--quiet", *_PLATFORM, "-d", str(cache_dir()), f"{package}=={version}"]
+               "--quiet", "--timeout", "30", "--retries", "2", *_PLATFORM,
+               "-d", str(cache_dir()), f"{package}=={version}"]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as err:
