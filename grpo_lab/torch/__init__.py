@@ -13,6 +13,7 @@ the straightforward eager code (``python -m grpo_lab.bench`` puts it next to TRL
 ``glt.aggregate_loss``          grpo / bnpo / dapo / dr_grpo reductions (chapter 2)
 ``glt.aggregation_weights``     the per-token weights behind them (chapter 2)
 ``glt.grpo_loss``               all of it, with diagnostics (chapters 2, 6 and 7)
+``glt.fused_linear_grpo_loss``  the loss from hidden states and the LM head (chapter 7)
 ==============================  =========================================================
 
 The building blocks they share are public too: ``glt.clip_bounds`` (the clip as one clamp),
@@ -38,6 +39,7 @@ from grpo_lab.torch.loss import (DIAGNOSTICS, check_loss_arguments, diagnostic_m
                                  diagnostic_sums, grpo_loss)
 from grpo_lab.torch.surrogate import (MAX_LOG_RATIO, clip_bounds, clipped_surrogate_loss,
                                       probability_ratio, sequence_ratio)
+from grpo_lab.torch.fused_linear import fused_linear_grpo_loss
 from grpo_lab.core.surrogate import LEVELS
 
 #: The names ``grpo_loss(kl=...)`` takes; the same dict of public functions as the NumPy core's.
@@ -47,6 +49,6 @@ __all__ = ["AGGREGATIONS", "DIAGNOSTICS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RA
            "PER_TOKEN_KL", "aggregate", "aggregate_loss", "aggregation_weights",
            "centred_deviations_", "check_loss_arguments", "clip_bounds",
            "clipped_surrogate_loss", "diagnostic_means", "diagnostic_sums", "divide_or_zero",
-           "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3",
+           "fused_linear_grpo_loss", "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3",
            "power_of_two_rescale", "probability_ratio", "row_weights", "sequence_ratio",
            "std_from_deviations"]
