@@ -34,11 +34,11 @@ Numerics, the same for all three:
 * ``exp(-d)`` overflows float64 once ``-d > 709.8``, and a float32 result once ``-d > 88.7``.
   Without ``clamp`` a result that does not fit the output dtype is a ``ValueError`` (never an
   inf or a NaN). With ``clamp=c`` each estimate is clipped to ``[-c, c]`` in float64 first,
-  as production trainers do: verl's ``kl_penalty(..., "low_var_kl")`` clips k3 to
-  ``[-10, 10]`` (``verl/trainer/ppo/core_algos.py``); OpenRLHF's ``compute_approx_kl``
-  (``openrlhf/models/utils.py`` at commit 473f61b) clips every estimator to ``[-10, 10]``,
-  and older copies clip none (chapter 8's map gives the commits read). A clipped token
-  passes no gradient through its KL term.
+  as production trainers do: verl 0.9.1's ``kl_penalty(..., "low_var_kl")`` clips k3 to
+  ``[-10, 10]`` (``verl/trainer/ppo/core_algos.py``); OpenRLHF 0.11.2's
+  ``compute_approx_kl`` (``openrlhf/models/utils.py``) clips every estimator to
+  ``[-10, 10]`` (chapter 8's map gives file and line; ``tests/reference`` compares). A
+  clipped token passes no gradient through its KL term.
 """
 
 from __future__ import annotations
