@@ -62,6 +62,10 @@ def load_catalogue(path) -> dict:
     except BaseException:
         del sys.modules[name]
         raise
+    if not isinstance(getattr(module, "CATALOGUE", None), dict):
+        del sys.modules[name]
+        raise ValueError(f"path: expected the catalogue's folder, a package that defines "
+                         f"CATALOGUE, got {str(path)!r}")
     return module.CATALOGUE
 
 
