@@ -11,7 +11,8 @@ import importlib.util
 collect_ignore = ["grpo_lab/bench.py", "grpo_lab/train.py"]
 if importlib.util.find_spec("torch") is None:
     collect_ignore += ["grpo_lab/perf/loss_fused.py", "grpo_lab/torch", "grpo_lab/rl/train.py",
-                       "grpo_lab/rl/tiny_policy.py", "grpo_lab/perf/baselines.py"]
+                       "grpo_lab/rl/tiny_policy.py", "grpo_lab/perf/baselines.py",
+                       "tests/reference"]
 
 
 # A chapter cell that times out fails loudly (tests/nbval_strict.py).

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import grpo_lab as gl
-from tests.reference import trainers as tr
-
 torch = pytest.importorskip("torch")
+
+from tests.reference import trainers as tr  # noqa: E402 (needs torch)
+
 W = gl.book.ch08
 
 

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 import grpo_lab as gl
-from tests.reference import trainers as tr
-
 torch = pytest.importorskip("torch")
+
+from tests.reference import trainers as tr  # noqa: E402 (needs torch)
+
 
 F64 = dict(rtol=1e-10, atol=1e-12)
 F32 = dict(rtol=2e-6, atol=2e-6)          # OpenRLHF computes its KL in float32

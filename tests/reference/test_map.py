@@ -21,10 +21,11 @@ import pytest
 import yaml
 
 import grpo_lab as gl
-from tests.reference import trainers as tr
+torch = pytest.importorskip("torch")
+
+from tests.reference import trainers as tr  # noqa: E402 (needs torch)
 from tests.reference import wheels
 
-torch = pytest.importorskip("torch")
 SYSTEM_OF = {"trl": "TRL", "verl": "verl", "openrlhf": "OpenRLHF"}
 
 
