@@ -173,6 +173,15 @@ def trl_aggregated(b, loss_type, level="token", bias_correction=True):
     return [(ours, theirs, F64)]
 
 
+def sequence_ratios(b):
+    """GSPO's length-normalised sequence ratio: TRL's importance weights at
+    ``importance_sampling_level="sequence"`` against ``gl.sequence_ratio``."""
+    adv = torch.zeros(b.rewards.size, dtype=torch.float64)
+    tr.trl_loss(b.t("logp"), b.t("old"), None, adv, b.t("mask"),
+                importance_sampling_level="sequence", loss_type="grpo")
+    return [(gl.sequence_ratio(b.logp, b.old, b.mask), tr.trl_loss.last_ratio[:, 0], F64)]
+
+
 def trl_truncated(b, loss_type):
     """mask_truncated_completions: TRL zeroes the rows; grpo and dr_grpo keep them in N."""
     adv = gl.group_advantages(b.rewards, eps=1e-4, ddof=1).ravel()
@@ -331,6 +340,7 @@ COMPARISONS = {
     "trl-loss-dapo": lambda b: trl_aggregated(b, "dapo"),
     "trl-loss-dr_grpo-512": lambda b: trl_aggregated(b, "dr_grpo"),
     "trl-loss-gspo": lambda b: trl_aggregated(b, "grpo", level="sequence"),
+    "sequence-ratio-trl": sequence_ratios,
     "trl-truncated-grpo": lambda b: trl_truncated(b, "grpo"),
     "trl-truncated-dr_grpo": lambda b: trl_truncated(b, "dr_grpo"),
     "trl-truncated-dapo": lambda b: trl_truncated(b, "dapo"),

@@ -74,6 +74,7 @@ def trl_loss(logp, old_logp, ref_logp, adv, mask, *, beta=0.0, loss_type="dapo",
     ns = wheels.run(code, {"torch": torch, "self": self, "inputs": inputs, "mask": m,
                            "per_token_logps": logp, "old_per_token_logps": old_logp,
                            "advantages": adv.unsqueeze(1), "entropy_mask": None})
+    trl_loss.last_ratio = ns["coef_1"]            # the importance weights it used, (N, T|1)
     return ns["loss"], ns["per_token_loss"]
 
 
