@@ -39,6 +39,8 @@ def _mistakes():
           "std (ddof=0, NumPy's default)", lambda r, e: (lambda d, s, e: d / (s + e))(
               *_stats(r, e, ddof=1))),
         m("the mean is subtracted but the std is not divided out", lambda r, e: _stats(r, e)[0]),
+        m("the mean of the whole batch is subtracted, and the std is not divided out: each "
+          "group needs its own mean and std (axis=-1, keepdims=True)", lambda r, e: r - r.mean()),
         m("the statistics were taken over axis 0 (across prompts); each row is a group: take "
           "them along the last axis (axis=-1, keepdims=True)",
           lambda r, e: (r - r.mean(0)) / (r.std(0) + e)),

@@ -140,10 +140,11 @@ def _reference(logp, old, ref, adv, mask, eps, beta):
     import grpo_lab.torch as glt              # says how to install torch when it is missing
     import torch
 
-    lp = torch.tensor(logp, requires_grad=True)
-    loss, _ = glt.grpo_loss(lp, *(torch.tensor(x) for x in (old, ref, adv, mask)),
-                            eps_low=eps, beta=beta, kl="k3", agg="grpo")
-    loss.backward()
+    with torch.enable_grad():                     # even if the reader switched it off
+        lp = torch.tensor(logp, requires_grad=True)
+        loss, _ = glt.grpo_loss(lp, *(torch.tensor(x) for x in (old, ref, adv, mask)),
+                                eps_low=eps, beta=beta, kl="k3", agg="grpo")
+        loss.backward()
     return float(loss.detach()), lp.grad.numpy()
 
 
