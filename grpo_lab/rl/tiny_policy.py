@@ -219,17 +219,23 @@ def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
 
 
 def completion_logp(model: TinyGPT, prompts: torch.Tensor, tokens: torch.Tensor,
-                    mask: torch.Tensor, *, temperature: float = 1.0) -> torch.Tensor:
+                    mask: torch.Tensor, *, temperature: float = 1.0, entropy: bool = False):
     """log pi(token_t | prompt, tokens_<t) for every completion token, (N, T); 0 at padding.
 
     One forward pass over prompt + completion (teacher forcing), with gradient: this is the
     ``logp`` of the GRPO loss. ``temperature`` divides the logits, as in :func:`sample`: the
-    loss must score the distribution the tokens were drawn from.
+    loss must score the distribution the tokens were drawn from. ``entropy=True`` also
+    returns each position's entropy, (N, T), 0 at padding, with gradient (an entropy bonus).
     """
     P = prompts.shape[1]
     ids = torch.cat([prompts, tokens], dim=1)                              # (N, P + T)
     logits = model(ids[:, :-1])[:, P - 1:, :].float()                      # (N, T, V)
     if temperature != 1.0:
         logits = logits / temperature
-    logp = F.log_softmax(logits, dim=-1).gather(2, tokens[..., None]).squeeze(2)   # (N, T)
-    return torch.where(mask, logp, torch.zeros_like(logp))
+    logprobs = F.log_softmax(logits, dim=-1)                               # (N, T, V)
+    logp = logprobs.gather(2, tokens[..., None]).squeeze(2)                # (N, T)
+    logp = torch.where(mask, logp, torch.zeros_like(logp))
+    if not entropy:
+        return logp
+    h = -(logprobs.exp() * logprobs).sum(-1)                               # (N, T)
+    return logp, torch.where(mask, h, torch.zeros_like(h))

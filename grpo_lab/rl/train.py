@@ -180,11 +180,13 @@ def update(run: Run, batch: Rollout, adv: torch.Tensor) -> dict:
             ref_logp = completion_logp(run.reference, batch.prompts, batch.tokens,
                                        batch.mask, temperature=cfg.temperature)       # (N, T)
     for _ in range(cfg.inner_iters):
-        logp = completion_logp(run.policy, batch.prompts, batch.tokens, batch.mask,
-                               temperature=cfg.temperature)                           # (N, T)
+        logp, entropy = completion_logp(run.policy, batch.prompts, batch.tokens, batch.mask,
+                                        temperature=cfg.temperature, entropy=True)   # (N, T)
         loss, diag = glt.grpo_loss(logp, batch.old_logp, ref_logp, adv, batch.mask,
                                    eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta,
                                    kl=cfg.kl, agg=cfg.agg)
+        if cfg.entropy_coef > 0:         # the entropy bonus: - alpha * mean token entropy
+            loss = loss - cfg.entropy_coef * entropy[batch.mask].mean()
         run.optimizer.zero_grad()
         loss.backward()
         # Clip the gradient's global norm (TRL's max_grad_norm = 1.0): one batch with a few

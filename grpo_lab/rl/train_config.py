@@ -58,6 +58,7 @@ class TrainConfig:
     eps_low: float = 0.2
     eps_high: float | None = None     # None: symmetric clip; DAPO's clip-higher uses 0.28
     beta: float = 0.04                # KL weight (DeepSeekMath: 0.04)
+    entropy_coef: float = 0.0         # entropy bonus alpha: loss - alpha * mean token entropy
     kl: str = "k3"
     agg: str = "grpo"                 # grpo | bnpo | dapo | dr_grpo
     temperature: float = 1.0
@@ -84,7 +85,7 @@ class TrainConfig:
         check_policy_arguments(self.d_model, self.n_layer, self.n_head,
                                2 * self.n_terms + self.max_new_tokens)
         check_clip_range(self.eps_low, self.eps_high)
-        for name in ("beta", "format_weight", "max_grad_norm"):
+        for name in ("beta", "entropy_coef", "format_weight", "max_grad_norm"):
             check_real(name, getattr(self, name), minimum=0.0)
         for name in ("lr", "warmup_lr", "temperature"):
             check_real(name, getattr(self, name), minimum=0.0, allow_equal=False)

@@ -134,6 +134,23 @@ def test_the_kv_cache_gives_the_logits_of_a_full_forward_pass(positions, n_layer
         model(ids[:, :2], cache=cache[:1] and [(c[0][:, :, :3], c[1][:, :, :3]) for c in cache])
 
 
+def test_the_entropy_bonus_subtracts_alpha_times_the_mean_token_entropy():
+    cfg = T.TrainConfig(**{**TINY, "inner_iters": 1})
+    plain, bonus = T.prepare(cfg), T.prepare(dataclasses.replace(cfg, entropy_coef=0.5))
+    batch = T.rollout(plain)
+    adv = glt.group_advantages(torch.tensor(T.score(plain, batch)["reward"])).reshape(-1)
+    with torch.no_grad():
+        _, h = tp.completion_logp(plain.policy, batch.prompts, batch.tokens, batch.mask,
+                                  entropy=True)
+    torch.testing.assert_close(h, batch.entropy, rtol=1e-5, atol=1e-5)   # what was sampled
+    loss0 = T.update(plain, batch, adv)["loss"]
+    bonus.config = dataclasses.replace(bonus.config, entropy_coef=0.5)
+    loss1 = T.update(bonus, batch, adv)["loss"]
+    assert loss1 == pytest.approx(loss0 - 0.5 * float(h[batch.mask].mean()), rel=1e-5)
+    assert any(not torch.equal(p, q) for p, q in zip(plain.policy.parameters(),
+                                                      bonus.policy.parameters()))
+
+
 def test_greedy_sampling_is_deterministic():
     torch.manual_seed(1)
     model = tp.TinyGPT(d_model=16, n_head=2, max_len=16)
