@@ -1,16 +1,30 @@
-"""Checkers for the implement-it drills: they run the reader's function on worked and edge cases
-and say, like a good interviewer, what exactly is wrong.
+"""Checkers for the implement-it drills: they run the reader's function on worked, random and
+adversarial cases and say, like a careful interviewer, what exactly is wrong.
 
 Each ``gl.drills.check_<name>(fn)`` prints one short verdict, ``PASS: ...`` or
-``NOT YET: ...``, and returns True or False. It never raises because of the reader's code: an
-exception, a modified input, a wrong shape or a ``None`` is the verdict, not a traceback.
-``verbose=False`` only returns the answer. One module per chapter (``ch01_advantages`` ...),
-and :mod:`grpo_lab.drills.harness`, what they all do the same way.
+``NOT YET: ...``, and returns True or False. It never raises and never hangs because of the
+reader's code: an exception, an endless loop (each call has a time limit), a modified input, a
+wrong shape in any case, a tensor that requires grad, a generator or a ``None`` is the verdict,
+not a traceback. ``verbose=False`` only returns the answer. Every keyword a checker takes
+reaches the reader's function (``check_group_advantages(fn, eps=1e-4)`` calls
+``fn(rewards, eps=1e-4)``).
+
+How they grade (:mod:`grpo_lab.drills.grading`): against the package's reference, on the
+worked example, seeded random cases over several shapes (G = B, G odd, ragged masks) and an
+adversarial set (near-tied and all-equal groups, large ratios with A < 0, 16-bit inputs with a
+large spread, stray and interleaved tags...). The tolerance follows the answer's dtype where
+the statement leaves it open (a float32 answer is graded at float32's precision) and the
+statement where it fixes one. A hint names the first differing entry at full precision with
+its inputs, says when the difference is the size of a coarser dtype's rounding, and names a
+usual mistake only when the answers match that mistake on every case and the failing case
+tells it apart. One module per chapter (``ch01_advantages`` ...); :mod:`~.harness` runs the
+reader's function, :mod:`~.memory` measures NumPy's and torch's peak memory,
+:mod:`~.proof` counts a catalogue's verdicts (chapter 9's table).
 
 ===================================  =======  ==================================================
 checker                              chapter  the reader writes
 ===================================  =======  ==================================================
-``check_group_advantages(fn)``       1        ``fn(rewards) -> adv``, (B, G) -> (B, G)
+``check_group_advantages(fn)``       1        ``fn(rewards, eps=1e-8) -> adv``, (B, G)
 ``check_gae(fn)``                    2        ``fn(rewards, values, gamma, lam) -> adv``
 ``check_clipped_surrogate(fn)``      2        ``fn(logp, old_logp, adv, eps=0.2) -> loss``
 ``check_aggregate_loss(fn)``         2        ``fn(per_token_loss, mask, mode,
@@ -29,10 +43,12 @@ checker                              chapter  the reader writes
 ``check_process_advantages(fn)``     8        ``fn(step_rewards, step_mask) -> adv``
 ===================================  =======  ==================================================
 
-Every checker is proven on realistic wrong implementations that it must reject with the right
-hint, and on right ones it must accept: ``tests/drills/catalogue/`` in the repository (the
-wrong answers are not installed with the package). The drill chapter
-(``chapters/09_interview_drills.ipynb``) collects the drills.
+Every checker is proven on at least five right answers written in other ways (loops, torch,
+float32, another valid formula or guard) that it must accept, and at least ten realistic wrong
+ones that it must reject with the hint naming the mistake: ``tests/drills/catalogue/`` in the
+repository (the wrong answers are not installed with the package);
+``gl.drills.proof_table(path)`` counts them. The drill chapter
+(``chapters/09_interview_drills.ipynb``) collects the drills and prints that count.
 """
 
 from grpo_lab.drills.ch01_advantages import check_group_advantages

@@ -130,6 +130,14 @@ def check_group_advantages(fn, *, eps=None, verbose=True) -> bool:
     ``eps``: None tries the default (``fn(rewards)``) and eps = 1e-4 and 0.5 passed as
     ``fn(rewards, eps=...)``; a number passes that eps to every call. A float32 answer is
     graded to float32's precision; an all-equal group must give 0 (within 1e-6) in any dtype.
+
+    >>> import grpo_lab as gl
+    >>> gl.drills.check_group_advantages(lambda r, eps=1e-8: gl.group_advantages(r, eps))
+    PASS: the worked example, per-group statistics, B == G, odd and even G, all-equal and near-tied groups and eps passed by keyword are all right
+    True
+    >>> gl.drills.check_group_advantages(lambda r, eps=1e-8: gl.group_advantages(r, eps, ddof=1),
+    ...                                  verbose=False)
+    False
     """
     say = verdict(verbose, fn)
     return check_cases(

@@ -118,7 +118,11 @@ def _plain(x) -> str:
 
 
 def full(value, dtype: str = "float64") -> str:
-    """``value`` at full precision in ``dtype``: every digit that dtype holds, no more."""
+    """``value`` at full precision in ``dtype``: every digit that dtype holds, no more.
+
+    >>> full(0.1 + 0.2), full(0.1 + 0.2, "float32"), full(0.1 + 0.2, "bfloat16")
+    ('0.30000000000000004', '0.3', '0.300781')
+    """
     value = float(value)
     if dtype in _SHOW:
         return str(_SHOW[dtype](value))
@@ -169,7 +173,11 @@ def tolerance(case: Case, dtype: str, *, k: float = 16.0, slack: float = 0.0) ->
 
 
 def close(got, want, tol) -> np.ndarray:
-    """Entrywise ``|got - want| <= tol``, with NaN equal to NaN and inf to the same inf."""
+    """Entrywise ``|got - want| <= tol``, with NaN equal to NaN and inf to the same inf.
+
+    >>> close([1.0, np.nan, np.inf, 2.0], [1.0 + 1e-12, np.nan, np.inf, np.nan], 1e-9).tolist()
+    [True, True, True, False]
+    """
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     with np.errstate(invalid="ignore"):
         return (np.abs(got - want) <= tol) | (got == want) | (np.isnan(got) & np.isnan(want))

@@ -28,15 +28,15 @@ from __future__ import annotations
 from grpo_lab.drills.proof import Proof
 from grpo_lab.drills.proof import prove as _prove
 
-from . import (ch01_advantages, ch02_ppo, ch03_kl, ch04_precision, ch05_rewards, ch06_training,
-               ch07_performance, ch08_process)
+from . import (ch01_advantages, ch02_aggregation, ch02_ppo, ch03_kl, ch04_precision,
+               ch05_rewards, ch06_training, ch07_performance, ch08_process)
 from .entry import Drill, Wrong
 
 __all__ = ["CATALOGUE", "Drill", "Proof", "Wrong", "prove"]
 
 #: Every drill, by the checker's name without ``check_``, in the order of the book.
 CATALOGUE = {d.checker.removeprefix("check_"): d for module in (
-    ch01_advantages, ch02_ppo, ch03_kl, ch04_precision, ch05_rewards, ch06_training,
+    ch01_advantages, ch02_ppo, ch02_aggregation, ch03_kl, ch04_precision, ch05_rewards, ch06_training,
     ch07_performance, ch08_process) for d in module.DRILLS}
 
 
