@@ -1,0 +1,60 @@
+"""A number a chapter states in its prose comes from the chapter's own computation.
+
+The prose quotes computed numbers through myst_nb's glue: a code cell calls
+``glue("name", value)`` and the text writes ``{glue:text}`name:format```, so the site shows
+what the cell computed when the book was built. This test holds every chapter to that rule:
+each name the text uses is glued in the same chapter, by a cell whose output nbval compares
+(tag ``nbval-check-output``) and whose stored outputs hold the glued values; and no glued
+value goes unused. A typed number cannot be caught this way, but a number moved to glue cannot
+silently lose its check.
+"""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+CHAPTERS = sorted((Path(__file__).resolve().parents[2] / "chapters").glob("*.ipynb"))
+USED = re.compile(r"\{glue:text\}`(\w+)")
+GLUED = re.compile(r"""\bglue\(\s*["'](\w+)["']""")
+
+# Glued values that a cell computes but nbval cannot compare, each with its reason.
+UNCHECKED = {
+    ("02_ppo_to_grpo", "time_ratio"): "wall-clock time of this run, quoted as such",
+    ("02_ppo_to_grpo", "peak_ratio"): "tracemalloc peak of this run, quoted as such",
+}
+
+
+def chapter_glue(path):
+    nb = nbformat.read(path, as_version=4)
+    used = set()
+    glued = {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            used |= set(USED.findall(cell.source))
+        elif cell.cell_type == "code":
+            for key in GLUED.findall(cell.source):
+                glued[key] = cell
+    return used, glued
+
+
+def test_the_rule_is_in_use():
+    """The collection finds glued numbers in most chapters, so the test below is not vacuous."""
+    with_glue = [p.stem for p in CHAPTERS if chapter_glue(p)[0]]
+    assert len(with_glue) >= 5, with_glue
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_glued_number_is_computed_in_a_checked_cell_and_used(path):
+    used, glued = chapter_glue(path)
+    assert used <= set(glued), f"{path.name}: the text uses names no cell glues: {used - set(glued)}"
+    assert set(glued) <= used, f"{path.name}: glued but never quoted: {set(glued) - used}"
+    for key, cell in glued.items():
+        records = [o for o in cell.outputs if o.get("output_type") == "display_data"
+                   and any(k.startswith("application/papermill.record/") for k in o.get("data", {}))]
+        assert records, f"{path.name}: {key}: the stored outputs hold no glued values; re-execute"
+        if (path.stem, key) in UNCHECKED:
+            continue
+        assert "nbval-check-output" in cell.metadata.get("tags", []), (
+            f"{path.name}: {key} is glued by a cell that nbval does not compare")
