@@ -197,6 +197,9 @@ def fused_linear_grpo_loss(hidden, weight, ids, adv, mask, *, old_logp=None, ref
     chunk_size  int             valid tokens per chunk (memory: chunk_size x V logits)
     ==========  ==============  ===========================================================
 
+    float32 and float64 inputs are worked in their own dtype; float16 and bfloat16 ones in
+    float32 (a float32 copy of hidden and weight: the logsumexp over V needs the range).
+
     Returns ``(loss, stats)``: a 0-d tensor and a dict with ``logp`` (N, T), detached, 0 on
     padding (the log-probs of this pass, e.g. the next step's ``old_logp``), and the
     diagnostics of :func:`grpo_lab.torch.grpo_loss` as Python floats.
