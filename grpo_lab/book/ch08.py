@@ -201,17 +201,28 @@ SYSTEM_ADVANTAGES = {"trl": trl_advantages, "verl": verl_advantages,
                      "openrlhf": openrlhf_advantages}
 
 
-def all_equal_table(values=(0.1, 0.7, 0.9), sizes=(2, 4, 8, 16), dtype="float32"):
-    """``{(value, G): {system: largest |A|}}`` for one group of G equal rewards ``value``:
-    each trainer's computation (above) and ``gl.group_advantages`` (key ``"grpo_lab"``)."""
+def all_equal_table(values=(0.1, 0.7, 0.9), sizes=(2, 4, 8, 16), prompts=4, dtype="float32",
+                    seed=0):
+    """``{(value, G): {system: largest |A|}}`` for a group of G equal rewards ``value``, the
+    first of a batch of ``prompts`` groups (the others seeded 0/1 rewards, as a verifier gives):
+    each trainer's computation (above) and ``gl.group_advantages`` (key ``"grpo_lab"``).
+
+    The batch matters: torch reduces a (B, G) batch with other kernels than a single group,
+    and where the std of the tied row comes out exactly 0 while its mean is one rounding off,
+    the deviation is divided by the eps alone."""
     import torch
 
+    rng = np.random.default_rng(seed)
     table = {}
     for value in values:
         for G in sizes:
-            r = torch.full((G,), value, dtype=getattr(torch, dtype))
-            row = {name: float(f(r, G).abs().max()) for name, f in SYSTEM_ADVANTAGES.items()}
-            row["grpo_lab"] = float(np.abs(group_advantages(r.numpy()[None, :])).max())
+            batch = rng.choice([0.0, 1.0], size=(prompts, G))            # (B, G)
+            batch[0] = value                                              # the tied group
+            r = torch.from_numpy(batch).to(getattr(torch, dtype)).reshape(-1)   # (B*G,)
+            row = {name: float(f(r.clone(), G)[:G].abs().max())
+                   for name, f in SYSTEM_ADVANTAGES.items()}
+            ours = group_advantages(r.numpy().reshape(prompts, G))[0]
+            row["grpo_lab"] = float(np.abs(ours).max())
             table[(value, G)] = row
     return table
 
@@ -235,7 +246,7 @@ def all_equal_figure(table, *, fig=None):
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(G) for G in sizes])
         ax.set_xlabel("group size G")
-        ax.set_title(f"all rewards = {value} (float32)")
+        ax.set_title(f"a group of rewards all {value} (float32)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("largest |advantage| (should be 0)")
     axes[0].legend(fontsize=8)

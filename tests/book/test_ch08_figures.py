@@ -54,7 +54,7 @@ def test_all_equal_table_and_figure():
     """grpo_lab gives exact zeros to an all-equal group; each line of the figure is a column of
     the table (tests/reference proves the three trainers' columns are their real code)."""
     pytest.importorskip("torch")
-    table = W.all_equal_table(values=(0.1, 0.7), sizes=(2, 8))
+    table = W.all_equal_table(values=(0.1, 0.7), sizes=(2, 8), prompts=3)
     assert set(table) == {(0.1, 2), (0.1, 8), (0.7, 2), (0.7, 8)}
     assert all(row["grpo_lab"] == 0.0 for row in table.values())
     assert all(set(row) == {"trl", "verl", "openrlhf", "grpo_lab"} for row in table.values())

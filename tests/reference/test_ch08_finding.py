@@ -19,6 +19,10 @@ def _groups():
         for G in (2, 4, 8, 16):
             for value in (0.1, 0.7, 0.9, 0.3):                       # all equal, not dyadic
                 yield f"{dtype}-G{G}-all-{value}", torch.full((2 * G,), value, dtype=dtype), G
+            for value in (0.1, 0.7):                                  # one tied group of four
+                mixed = torch.from_numpy(rng.choice([0.0, 1.0], size=(4, G))).to(dtype)
+                mixed[0] = value
+                yield f"{dtype}-G{G}-tied-{value}-in-a-batch", mixed.reshape(-1), G
             for B in (1, 3):
                 r = torch.from_numpy(rng.normal(size=B * G)).to(dtype)
                 yield f"{dtype}-G{G}-B{B}-random", r, G
@@ -52,10 +56,14 @@ def test_the_chapters_reimplementation_is_the_real_code_bit_for_bit(name, case, 
 
 
 def test_the_finding_holds_for_the_real_code_here():
-    """On this machine's torch at least one trainer gives an all-equal float32 group of 0.7 a
-    non-zero advantage at G = 8, and grpo_lab gives exact zeros."""
-    row = W.all_equal_table(values=(0.7,), sizes=(8,))[(0.7, 8)]
-    assert row["grpo_lab"] == 0.0
-    real = {n: float(_real(n, torch.full((8,), 0.7), 8).abs().max()) for n in W.SYSTEM_ADVANTAGES}
+    """On this machine's torch, in a batch of 4 prompts whose first group ties at 0.7 (G = 8),
+    the real code gives that group the advantages of the chapter's table: non-zero for all
+    three trainers, while grpo_lab gives exact zeros."""
+    table = W.all_equal_table(values=(0.7,), sizes=(8,), prompts=4, seed=0)
+    row = table[(0.7, 8)]
+    batch = np.random.default_rng(0).choice([0.0, 1.0], size=(4, 8))
+    batch[0] = 0.7
+    r = torch.from_numpy(batch).float().reshape(-1)
+    real = {n: float(_real(n, r.clone(), 8)[:8].abs().max()) for n in W.SYSTEM_ADVANTAGES}
     assert real == {n: row[n] for n in W.SYSTEM_ADVANTAGES}
-    assert max(real.values()) > 0
+    assert row["grpo_lab"] == 0.0 and all(v > 0 for v in real.values())
