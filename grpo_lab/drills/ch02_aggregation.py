@@ -91,9 +91,8 @@ def _mistakes():
     return [
         m("the padded tokens were counted (their values, 99 in the worked example, entered "
           "the loss): multiply by the mask before you sum, and count only valid tokens", every,
-          lambda xm, m_, N, T, b, x, mode: aggregate_loss(x, np.ones(x.shape, bool), mode,
-                                                          max_len=b if mode == "dr_grpo"
-                                                          else None)),
+          lambda xm, m_, N, T, b, x, mode: None if b != T else aggregate_loss(  # masking only
+              x, np.ones(x.shape, bool), mode)),
         m("the padded positions entered the sum, though the lengths are right: multiply the "
           "loss by the mask before summing", ("grpo",),
           lambda xm, m_, N, T, b, x, mode: (x.sum(-1) / m_.sum(-1)).mean()),

@@ -276,3 +276,17 @@ def test_a_checker_called_wrongly_raises_a_type_error_naming_the_argument(checke
     with pytest.raises(TypeError, match=r"verbose: expected True or False, got str 'yes'"):
         check(CATALOGUE[checker.removeprefix("check_")].rights[0], verbose="yes")
     assert capsys.readouterr().out == ""
+
+
+def test_the_eps_a_checker_takes_reaches_the_readers_function(capsys):
+    """check_group_advantages(fn, eps=...) calls fn(rewards, eps=...) and grades with it."""
+    right = CATALOGUE["group_advantages"].rights[0]
+    calls = []
+
+    def spy(rewards, eps=1e-8):
+        calls.append(eps)
+        return right(rewards, eps)
+    assert gl.drills.check_group_advantages(spy, eps=1e-4) is True
+    assert set(calls) == {1e-4}
+    assert gl.drills.check_group_advantages(lambda r, eps=1e-8: right(r), eps=1e-4) is False
+    assert "eps argument is ignored" in capsys.readouterr().out
