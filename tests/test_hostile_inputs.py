@@ -453,3 +453,22 @@ def test_hostile_tensor_gets_a_named_error_or_the_documented_answer(name, arg, k
     assert accepted, f"{name}({arg}={kind}) was accepted: {got!r}"
     expected = fn(**{**valid, arg: value.detach().to(torch.float64)})
     assert _tensor_same(got, expected), f"{name}({arg}={kind}): {got!r} != {expected!r}"
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: K.kl_categorical_grad([0.0, 1.0], [1.0, 0.0], direction=None),
+     "direction: expected one of 'reverse', 'forward', got None"),
+    (lambda: K.kl_regularised_policy([0.0, 1.0], [1.0, 0.0], None), "beta: expected a real number"),
+    (lambda: K.estimator_grad_table(gl.kl_k1, [0.0, 1.0], [1.0, 0.0], h=None), "h: expected a real"),
+    (lambda: K.estimator_grad_table(lambda a, b: "x", [0.0, 1.0], [1.0, 0.0]),
+     "estimator: expected it to return real numbers of the shape of its inputs, (2, 2)"),
+    (lambda: K.estimator_grad_table(lambda a, b: a[0], [0.0, 1.0], [1.0, 0.0]),
+     "estimator: expected it to return real numbers of the shape of its inputs, (2, 2)"),
+    (lambda: K.gaussian_log_probs(1e200, 3), "mu: expected |mu| <= 1e+150"),
+    (lambda: gl.error_table(gl.log_softmax, R23, dtypes=[None]), "dtypes: expected one of float16"),
+    (lambda: gl.error_table(gl.log_softmax, R23, dtypes=["float8"]), "dtypes: expected one of float16"),
+])
+def test_theory_and_precision_options_are_named_too(call, words):
+    with pytest.raises((TypeError, ValueError)) as info:
+        call()
+    assert str(info.value).startswith(words), str(info.value)

@@ -171,7 +171,10 @@ def check_error_table_arguments(fns, reference, dtypes):
     if isinstance(dtypes, (str, bytes)) or not hasattr(dtypes, "__iter__"):
         raise TypeError(f"dtypes: expected a sequence of dtypes from {DTYPES}, "
                         f"got {describe(dtypes)}")
-    dtypes = [as_dtype(d) for d in dtypes]
+    try:
+        dtypes = [as_dtype(d) for d in dtypes]
+    except (TypeError, ValueError) as err:                 # as_dtype speaks of one "dtype"
+        raise type(err)(f"dtypes: {str(err).removeprefix('dtype: ')}") from None
     if not dtypes:
         raise ValueError("dtypes: expected at least one dtype, got an empty sequence")
     return fns, reference, dtypes

@@ -19,15 +19,17 @@ import numpy as np
 from grpo_lab.core.kl import kl_k3
 from grpo_lab.numerics.logprobs import log_softmax, shift_by_max   # gl.log_softmax
 from grpo_lab.numerics.stable import logsumexp
-from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real
+from grpo_lab.numerics.validate import (as_array, as_float_array, check_choice, check_int,
+                                        check_real, describe, is_float_dtype)
 
 __all__ = ["DIRECTIONS", "check_estimator_grad_table_arguments", "check_gaussian_mu",
-           "check_logits_pair", "estimator_grad_table",
+           "check_logits_pair", "estimator_grad_table", "estimator_output",
            "gaussian_estimator_moments", "gaussian_log_probs", "kl_categorical",
            "kl_categorical_grad", "kl_regularised_policy"]
 
 DIRECTIONS = ("reverse", "forward")
 _MAX_MU2 = 700.0   # e^700 ~ 1e304: the largest mu^2 whose k3 variance fits in float64
+_MAX_MU = 1e150    # (x - mu)^2 / 2 stays below float64's 1.8e308 for any sampled x
 
 
 def gaussian_estimator_moments(mu):
@@ -85,18 +87,24 @@ def check_gaussian_mu(mu, *, moments=False):
     """``mu`` as a float; with ``moments``, small enough that Var k3 = e^(mu^2) - 1 - mu^2 fits
     in float64."""
     mu = check_real("mu", mu)
+    if abs(mu) > _MAX_MU:
+        raise ValueError(f"mu: expected |mu| <= {_MAX_MU:.3g}, so that the log-probs "
+                         f"-(x - mu)^2 / 2 are float64 numbers, got {mu}")
     if moments and mu * mu > _MAX_MU2:
         raise ValueError(f"mu: expected |mu| <= {np.sqrt(_MAX_MU2):.1f}, so that Var k3 = "
                          f"e^(mu^2) - 1 - mu^2 fits in float64, got {mu}")
     return mu
 
 
-def check_logits_pair(logits, ref_logits, *, names=("logits", "ref_logits"), direction=None,
-                      beta=None, h=None):
+_UNSET = object()   # an option the caller's function does not have (None is a value to refuse)
+
+
+def check_logits_pair(logits, ref_logits, *, names=("logits", "ref_logits"), direction=_UNSET,
+                      beta=_UNSET, h=_UNSET):
     """Two 1-D vectors of one length V >= 2 as float64, and the options that came with them.
 
     Returns ``(a, b)``, followed by ``direction`` (one of ``DIRECTIONS``), ``beta`` (> 0) and
-    ``h`` (> 0) for each one that is not None, in that order.
+    ``h`` (> 0) for each one that is passed, in that order (a None passed is refused).
     """
     doc = " of one value per token, shape (V,)"
     a, _ = as_float_array(names[0], logits, ndim=1, shape_doc=doc)
@@ -114,11 +122,11 @@ def check_logits_pair(logits, ref_logits, *, names=("logits", "ref_logits"), dir
             raise ValueError(f"{name}: expected values less than {np.finfo(np.float64).max:.4g} "
                              f"apart (max - min must be a float64), got max {x.max():.4g} and "
                              f"min {x.min():.4g}")
-    if direction is not None:
+    if direction is not _UNSET:
         out.append(check_choice("direction", direction, DIRECTIONS))
-    if beta is not None:
+    if beta is not _UNSET:
         out.append(check_real("beta", beta, minimum=0.0, allow_equal=False))
-    if h is not None:
+    if h is not _UNSET:
         out.append(check_real("h", h, minimum=0.0, allow_equal=False))
     return tuple(out)
 
@@ -194,9 +202,19 @@ def estimator_grad_table(estimator, logits, ref_logits, *, h=1e-5):
     steps = h * np.eye(V)                                    # (V, V), row j nudges logit j
     plus = log_softmax(a + steps)                            # (V, V): log pi(x) with j + h
     minus = log_softmax(a - steps)                           # (V, V): log pi(x) with j - h
-    k_plus = np.asarray(estimator(plus, ref_logp), dtype=np.float64)     # (V_j, V_x)
-    k_minus = np.asarray(estimator(minus, ref_logp), dtype=np.float64)   # (V_j, V_x)
+    k_plus = estimator_output(estimator, plus, ref_logp)    # (V_j, V_x)
+    k_minus = estimator_output(estimator, minus, ref_logp)  # (V_j, V_x)
     return (k_plus - k_minus) / (2 * h)
+
+
+def estimator_output(estimator, logp, ref_logp):
+    """``estimator(logp, ref_logp)`` as a float64 array of their shape, or an error naming
+    ``estimator`` (a drill's estimator may return anything)."""
+    out = as_array("estimator", estimator(logp, ref_logp), "a per-token estimate")
+    if out.shape != logp.shape or not (is_float_dtype(out.dtype) or out.dtype.kind in "biu"):
+        raise ValueError(f"estimator: expected it to return real numbers of the shape of its "
+                         f"inputs, {logp.shape}, got {describe(out)}")
+    return out.astype(np.float64)
 
 
 def kl_regularised_policy(rewards, ref_logits, beta, *, direction="reverse"):
