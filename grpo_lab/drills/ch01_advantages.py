@@ -95,8 +95,9 @@ def _cases(eps):
         rewards = np.asarray(rewards, dtype=np.float64)
         e = eps if eps is not None else 1e-8 if case_eps is None else case_eps
         kwargs = {} if eps is None and case_eps is None else {"eps": e}
+        equal = (rewards == rewards[:, :1]).all(-1, keepdims=True)   # (B, 1) all-equal groups
         yield Case(where, (rewards,), group_advantages(rewards, e), kwargs=kwargs,
-                   inputs={"rewards": rewards, "eps": e},
+                   inputs={"rewards": rewards, "eps": e}, atol=np.where(equal, _EXACT_ZERO, 0.0),
                    reference=lambda r, e=e: group_advantages(r, e), perturb=(0,),
                    show=lambda i, r=rewards, e=e: (f"rewards[{i[0]}] = "
                                                    f"{[full(v) for v in r[i[0]]]}, eps = {e}"))

@@ -51,7 +51,8 @@ class Case:
     package's function of ``args`` (for the sensitivity), with ``perturb`` the positions of
     the float arrays in ``args`` that it perturbs. ``show(index)``: the inputs behind one
     entry, as text (default: each same-shaped input at that index, and the scalars).
-    ``atol``: an absolute tolerance the statement sets (1e-3 nats), added to the rest.
+    ``atol``: an absolute tolerance the statement sets (1e-3 nats; 1e-6 for "an all-equal
+    group gives 0"), a number or per entry, added to the rest.
     """
     where: str
     args: tuple
@@ -62,7 +63,7 @@ class Case:
     reference: Callable | None = None
     perturb: tuple = ()
     show: Callable | None = None
-    atol: float = 0.0
+    atol: object = 0.0
     _sens: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
