@@ -9,10 +9,11 @@ the head with the loss. :func:`fused_linear_grpo_loss` does the same in three ma
 token:
 
 * take ``chunk_size`` valid tokens (padding is skipped: it has no loss and no gradient);
-* ``z = h W^T`` (n, V), the chunk's logits, and ``lse = logsumexp(z)``; ``logp = z_y - lse``;
+* ``z = h W^T`` (n, V), the chunk's logits, and ``logp = z_y - logsumexp(z)``, the exp taken
+  over ``z`` in place (so the chunk's one (n, V) tensor is reused to the end);
 * the per-token GRPO loss and its derivative ``g = dL/dlogp`` (n,), by autograd on those n
   numbers (the loss is a sum of per-token terms whose weights are known from the mask);
-* ``dL/dz = g (onehot(y) - softmax(z))``, written over ``z`` in place, then
+* ``dL/dz = g (onehot(y) - softmax(z))``, written over the same tensor, then
   ``dL/dh = (dL/dz) W`` and ``dL/dW += (dL/dz)^T h``.
 
 So the gradients are ready when the forward pass ends (the backward pass only scales them),
@@ -134,8 +135,11 @@ class FusedLinearGRPO(torch.autograd.Function):
             idx = rows[c0:c0 + chunk_size]                           # (n,)
             hc, yc = h[idx], ids[idx]                                # (n, H), (n,)
             z = hc @ w.T                                             # (n, V) the chunk's logits
-            lse = torch.logsumexp(z, dim=1)                          # (n,)
-            lp = z.gather(1, yc[:, None]).squeeze(1) - lse           # (n,) log pi(y_t)
+            z_y = z.gather(1, yc[:, None]).squeeze(1)                # (n,) the sampled tokens'
+            top = z.amax(dim=1)                                      # (n,) for a safe exp
+            p = z.sub_(top[:, None]).exp_()                          # (n, V) e^(z - top), over z
+            total = p.sum(dim=1)                                     # (n,)
+            lp = z_y - top - torch.log(total)                        # (n,) z_y - logsumexp(z)
             part = slice(c0, c0 + idx.numel())
             c_loss, g, c_sums = chunk_loss_grad(lp, None if old is None else old[part],
                                                 None if ref is None else ref[part],
@@ -144,12 +148,13 @@ class FusedLinearGRPO(torch.autograd.Function):
             logp[idx] = lp
             for key, s in c_sums.items():
                 sums[key] = s if key not in sums or s is None else sums[key] + s
-            z.sub_(lse[:, None]).exp_().mul_(-g[:, None])            # (n, V) -g softmax(z)
-            z.scatter_add_(1, yc[:, None], g[:, None])               # + g onehot(y): dL/dz
+            p.mul_((-g / total)[:, None])                            # (n, V) -g softmax(z)
+            p.scatter_add_(1, yc[:, None], g[:, None])               # + g onehot(y): dL/dz
             if grad_h is not None:
-                grad_h[idx] = z @ w                                  # (n, H)
+                grad_h[idx] = p @ w                                  # (n, H)
             if grad_w is not None:
-                grad_w.addmm_(z.T, hc)                               # (V, H) += (V, n)(n, H)
+                grad_w.addmm_(p.T, hc)                               # (V, H) += (V, n)(n, H)
+            del z, p                      # free this chunk before the next one is allocated
         ctx.save_for_backward(grad_h, grad_w)
         ctx.shapes = (hidden.shape, hidden.dtype, weight.dtype)
         logp = logp.reshape(N, T)
