@@ -7,7 +7,7 @@ the straightforward eager code (``python -m grpo_lab.bench`` puts it next to TRL
 
 ==============================  =========================================================
 ``glt.group_advantages``        :func:`grpo_lab.group_advantages` (chapter 1)
-``glt.kl_k1/kl_k2/kl_k3``       :func:`grpo_lab.kl_k3` and friends (chapter 3)
+``glt.kl_k1/kl_k2/kl_k3``       :func:`grpo_lab.kl_k3` and friends (chapter 3); ``kl_k3_plus``
 ``glt.clipped_surrogate_loss``  PPO's clipped per-token loss (chapter 2)
 ``glt.sequence_ratio``          GSPO's sequence-level ratio (chapter 2)
 ``glt.aggregate_loss``          grpo / bnpo / dapo / dr_grpo reductions (chapter 2)
@@ -34,7 +34,8 @@ from grpo_lab.torch.advantages import (centred_deviations_, divide_or_zero, grou
                                        power_of_two_rescale, std_from_deviations)
 from grpo_lab.torch.aggregation import (AGGREGATIONS, aggregate, aggregate_loss,
                                         aggregation_weights, row_weights)
-from grpo_lab.torch.kl import PER_TOKEN_KL, k3_expm1, k3_series, kl_k1, kl_k2, kl_k3
+from grpo_lab.torch.kl import (PER_TOKEN_KL, k3_expm1, k3_series, kl_k1, kl_k2, kl_k3,
+                               kl_k3_plus)
 from grpo_lab.torch.loss import (DIAGNOSTICS, check_loss_arguments, diagnostic_means,
                                  diagnostic_sums, grpo_loss)
 from grpo_lab.torch.surrogate import (MAX_LOG_RATIO, clip_bounds, clipped_surrogate_loss,
@@ -43,12 +44,12 @@ from grpo_lab.torch.fused_linear import fused_linear_grpo_loss
 from grpo_lab.core.surrogate import LEVELS
 
 #: The names ``grpo_loss(kl=...)`` takes; the same dict of public functions as the NumPy core's.
-KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}
+KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "k3+": kl_k3_plus}
 
 __all__ = ["AGGREGATIONS", "DIAGNOSTICS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RATIO",
            "PER_TOKEN_KL", "aggregate", "aggregate_loss", "aggregation_weights",
            "centred_deviations_", "check_loss_arguments", "clip_bounds",
            "clipped_surrogate_loss", "diagnostic_means", "diagnostic_sums", "divide_or_zero",
-           "fused_linear_grpo_loss", "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3",
+           "fused_linear_grpo_loss", "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3", "kl_k3_plus",
            "power_of_two_rescale", "probability_ratio", "row_weights", "sequence_ratio",
            "std_from_deviations"]

@@ -119,7 +119,7 @@ def diagnostic_sums(ratio, lo, hi, per_token_kl, log_ratio, m, buf):
 def diagnostic_means(sums, lengths):
     """Each sum over the number of valid tokens, as a Python float (None stays None)."""
     count = float(lengths.sum())                                    # divided in float64
-    return {key: None if s is None else float(s) / count for key, s in sums.items()}
+    return {key: None if s is None else float(s.detach()) / count for key, s in sums.items()}
 
 
 def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None, beta=0.04,
