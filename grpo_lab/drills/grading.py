@@ -184,6 +184,17 @@ def close(got, want, tol) -> np.ndarray:
         return (np.abs(got - want) <= tol) | (got == want) | (np.isnan(got) & np.isnan(want))
 
 
+def _coarser(graded: str, case: Case) -> tuple:
+    """The dtypes whose rounding could explain a difference at ``graded``: float32 below
+    float64; below float32 the 16-bit dtypes, the one the case's inputs come in first."""
+    if graded == "float64":
+        return ("float32",)
+    if graded != "float32":
+        return ()
+    given = {str(np.asarray(x).dtype) for x in case.inputs.values() if isinstance(x, np.ndarray)}
+    return tuple(sorted(("float16", "bfloat16"), key=lambda d: d not in given))
+
+
 def precision_note(diff: float, case: Case, answer: Answer, index, *, fixed=None,
                    k: float = 16.0, slack: float = 0.0) -> str:
     """What the size of a difference means: the rounding of a coarser dtype, a few times what
@@ -191,19 +202,21 @@ def precision_note(diff: float, case: Case, answer: Answer, index, *, fixed=None
     graded = grade_dtype(answer, fixed)
     if not np.isfinite(diff):
         return ""
-    for coarser in (("float32",) if graded == "float64" else ("float16", "bfloat16")
-                    if graded == "float32" else ()):
-        if diff <= tolerance(case, coarser, k=k, slack=slack)[index]:
-            fix = ("keep float64 throughout: the drill asks for float64" if fixed == "float64"
-                   else f"compute in float64 throughout, or return the float32 result as "
-                   "float32, which is graded at float32's precision" if coarser == "float32"
-                   else "compute in float32 or wider")
-            return (f". The difference, {diff:.2g}, is within what {coarser} rounding gives "
-                    f"here (unit roundoff {UNIT_ROUNDOFF[coarser]:.2g}, against "
-                    f"{UNIT_ROUNDOFF[graded]:.2g} for {graded}, the precision graded; your "
-                    f"answer is {answer.dtype}): if a step "
-                    f"ran in {coarser} (an input or constant cast to {coarser}, torch's default "
-                    f"dtype), that explains it; {fix}")
+    for coarser in _coarser(graded, case):
+        if diff > tolerance(case, coarser, k=k, slack=slack)[index]:
+            continue
+        size = (f"The difference, {diff:.2g}, is within what {coarser} rounding gives here "
+                f"(unit roundoff {UNIT_ROUNDOFF[coarser]:.2g}, against "
+                f"{UNIT_ROUNDOFF[graded]:.2g} for {graded}, the precision graded)")
+        if answer.dtype == coarser:                  # a float32 answer where float64 is asked
+            return f". {size}: your answer is {coarser}; the drill asks for {graded}"
+        fix = ("keep float64 throughout: the drill asks for float64" if fixed == "float64"
+               else "compute in float64 throughout, or return the float32 result as float32, "
+               "which is graded at float32's precision" if coarser == "float32"
+               else "compute in float32 or wider")
+        return (f". {size}: your answer is {answer.dtype}, but if a step ran in {coarser} (an "
+                f"input or constant cast to {coarser}, torch's default dtype), that explains "
+                f"it; {fix}")
     allowed = tolerance(case, graded, k=k, slack=slack)[index]
     if 0 < allowed and diff < 100 * allowed:
         return (f". The difference, {diff:.2g}, is {diff / allowed:.1f} times what {graded} "
