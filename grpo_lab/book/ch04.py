@@ -21,7 +21,7 @@ import numpy as np
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.numerics.logprobs import sequence_logprob_sum
 from grpo_lab.numerics.precision import DTYPES, as_dtype, round_trip, unit_roundoff
-from grpo_lab.numerics.validate import as_float_array, as_mask, describe
+from grpo_lab.numerics.validate import as_float_array, as_mask, check_int, describe
 
 __all__ = ["cancellation_errors", "cancellation_figure", "logprob_sum_errors",
            "logprob_sum_figure", "mismatch_figure"]
@@ -53,7 +53,8 @@ def cancellation_errors(naive, dtype, ratios, *, G=8, n_groups=256, seed=1):
     if not callable(naive):
         raise TypeError(f"naive: expected a function rewards (B, G) -> advantages (B, G), "
                         f"got {describe(naive)}")
-    noise = np.random.default_rng(seed).normal(size=(n_groups, G))       # (n_groups, G), sigma 1
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    noise = rng.normal(size=(n_groups, G))                               # (n_groups, G), sigma 1
     naive_err, package_err = [], []
     for ratio in ratios:
         r = (ratio + noise).astype(as_dtype(dtype))                      # stored in the dtype
