@@ -118,9 +118,14 @@ class _Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)                  # 3 x (N, L, D)
         q, k, v = (t.view(N, L, self.n_head, D // self.n_head).transpose(1, 2)
                    for t in (q, k, v))                                     # (N, nh, L, hs)
-        if past is not None:                # one new token: it may attend to every key
+        mask = None
+        if past is not None:                # new token i sees the S cached ones and itself
+            S = past[0].shape[2]
             k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=past is None)  # (N, nh, L, hs)
+            if L > 1:
+                mask = torch.ones(L, S + L, dtype=torch.bool, device=x.device).tril(S)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                           is_causal=past is None)         # (N, nh, L, hs)
         x = x + self.proj(y.transpose(1, 2).reshape(N, L, D))             # (N, L, D)
         return x + self.mlp(self.ln2(x)), (k, v)
 
@@ -148,17 +153,15 @@ class TinyGPT(nn.Module):
         """Logits (N, L, V) for token ids (N, L).
 
         ``cache``, a list, makes this an incremental decoder: pass ``[]`` with the prompts
-        (it is filled with each block's keys and values), then the same list with one new
-        token per row at a time. Sampling is then one short forward pass per token, not a
-        pass over the whole sequence; the logits are the same.
+        (it is filled with each block's keys and values), then the same list with the next
+        tokens (one at a time when sampling). Each token is then read once, not once per later
+        token; the logits are the same.
         """
         N, L = ids.shape
         start = cache[0][0].shape[2] if cache else 0                       # tokens cached
         if start + L > self.max_len:
             raise ValueError(f"ids: expected at most max_len = {self.max_len} tokens, got "
                              f"{start + L}")
-        if cache and L != 1:
-            raise ValueError(f"ids: expected one new token per row with a filled cache, got {L}")
         x = self.tok_emb(ids)                                              # (N, L, D)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(start, start + L, device=ids.device))  # + (L, D)
@@ -219,17 +222,31 @@ def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
 
 
 def completion_logp(model: TinyGPT, prompts: torch.Tensor, tokens: torch.Tensor,
-                    mask: torch.Tensor, *, temperature: float = 1.0, entropy: bool = False):
+                    mask: torch.Tensor, *, temperature: float = 1.0, entropy: bool = False,
+                    prompt_repeats: int = 1):
     """log pi(token_t | prompt, tokens_<t) for every completion token, (N, T); 0 at padding.
 
     One forward pass over prompt + completion (teacher forcing), with gradient: this is the
     ``logp`` of the GRPO loss. ``temperature`` divides the logits, as in :func:`sample`: the
     loss must score the distribution the tokens were drawn from. ``entropy=True`` also
     returns each position's entropy, (N, T), 0 at padding, with gradient (an entropy bonus).
+
+    ``prompt_repeats=G`` shares the prompt: ``prompts`` then has N / G rows, each the prompt of
+    G consecutive completions (a GRPO group), and its keys and values are computed once and
+    reused by the G completions, as inference engines cache a shared prefix. Same result.
     """
     P = prompts.shape[1]
-    ids = torch.cat([prompts, tokens], dim=1)                              # (N, P + T)
-    logits = model(ids[:, :-1])[:, P - 1:, :].float()                      # (N, T, V)
+    if prompt_repeats == 1:
+        ids = torch.cat([prompts, tokens], dim=1)                          # (N, P + T)
+        logits = model(ids[:, :-1])[:, P - 1:, :]                          # (N, T, V)
+    else:
+        cache = []
+        first = model(prompts, cache=cache)[:, -1:, :]                     # (B, 1, V)
+        cache[:] = [(k.repeat_interleave(prompt_repeats, 0),
+                     v.repeat_interleave(prompt_repeats, 0)) for k, v in cache]   # (N, nh, P, hs)
+        rest = model(tokens[:, :-1], cache=cache)                          # (N, T - 1, V)
+        logits = torch.cat([first.repeat_interleave(prompt_repeats, 0), rest], dim=1)
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
     logprobs = F.log_softmax(logits, dim=-1)                               # (N, T, V)

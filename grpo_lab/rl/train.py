@@ -174,14 +174,17 @@ def score(run: Run, batch: Rollout) -> dict:
 def update(run: Run, batch: Rollout, adv: torch.Tensor) -> dict:
     """Step 4: ``inner_iters`` optimizer steps on the GRPO loss; returns the last diagnostics."""
     cfg = run.config
+    G = batch.prompts.shape[0] // len(batch.terms)
+    shared = dict(temperature=cfg.temperature, prompt_repeats=G)   # one prompt per group
+    prompts = batch.prompts[::G]                                   # (B, P)
     ref_logp = None
     if cfg.beta > 0:                     # the reference is frozen: one forward pass per batch
         with torch.no_grad():
-            ref_logp = completion_logp(run.reference, batch.prompts, batch.tokens,
-                                       batch.mask, temperature=cfg.temperature)       # (N, T)
+            ref_logp = completion_logp(run.reference, prompts, batch.tokens, batch.mask,
+                                       **shared)                                     # (N, T)
     for _ in range(cfg.inner_iters):
-        logp, entropy = completion_logp(run.policy, batch.prompts, batch.tokens, batch.mask,
-                                        temperature=cfg.temperature, entropy=True)   # (N, T)
+        logp, entropy = completion_logp(run.policy, prompts, batch.tokens, batch.mask,
+                                        entropy=True, **shared)                       # (N, T)
         loss, diag = glt.grpo_loss(logp, batch.old_logp, ref_logp, adv, batch.mask,
                                    eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta,
                                    kl=cfg.kl, agg=cfg.agg)

@@ -130,8 +130,33 @@ def test_the_kv_cache_gives_the_logits_of_a_full_forward_pass(positions, n_layer
     assert len(cache) == n_layer and cache[0][0].shape == (5, 2, 12, 8)
     with pytest.raises(ValueError, match="ids: expected at most max_len = 12 tokens, got 13"):
         model(ids[:, :1], cache=cache)
-    with pytest.raises(ValueError, match="ids: expected one new token per row"):
-        model(ids[:, :2], cache=cache[:1] and [(c[0][:, :, :3], c[1][:, :, :3]) for c in cache])
+    cache = []                                                         # several new tokens
+    model(ids[:, :4], cache=cache)
+    torch.testing.assert_close(model(ids[:, 4:9], cache=cache), full[:, 4:9], rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_a_shared_prompt_gives_the_same_logp_entropy_and_gradient():
+    """prompt_repeats=G computes each group's prompt once (as an inference engine caches a
+    shared prefix); the log-probs, the entropies and the gradient are those of the full pass."""
+    torch.manual_seed(0)
+    model = tp.TinyGPT(d_model=16, n_head=2, max_len=16)
+    prompts = torch.tensor([tp.Tokenizer().encode(p) for p in ("1+2=", "3+4=", "0+0=")])
+    G = 4
+    tokens, mask, _ = tp.sample(model, prompts.repeat_interleave(G, 0), 6,
+                                generator=torch.Generator().manual_seed(1))
+    full = tp.completion_logp(model, prompts.repeat_interleave(G, 0), tokens, mask,
+                              entropy=True, temperature=0.7)
+    (full[0].sum() + full[1].sum()).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    shared = tp.completion_logp(model, prompts, tokens, mask, entropy=True, temperature=0.7,
+                                prompt_repeats=G)
+    (shared[0].sum() + shared[1].sum()).backward()
+    for a, b in zip(full, shared):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_the_entropy_bonus_subtracts_alpha_times_the_mean_token_entropy():
