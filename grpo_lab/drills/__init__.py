@@ -9,7 +9,7 @@ not a traceback. ``verbose=False`` only returns the answer. Every keyword a chec
 reaches the reader's function (``check_group_advantages(fn, eps=1e-4)`` calls
 ``fn(rewards, eps=1e-4)``).
 
-How they grade (:mod:`grpo_lab.drills.grading`): against the package's reference, on the
+How they grade (:mod:`~.cases`, :mod:`~.grading`): against the package's reference, on the
 worked example, seeded random cases over several shapes (G = B, G odd, ragged masks) and an
 adversarial set (near-tied and all-equal groups, large ratios with A < 0, 16-bit inputs with a
 large spread, stray and interleaved tags...). The tolerance follows the answer's dtype where

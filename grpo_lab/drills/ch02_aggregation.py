@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.aggregation import aggregate_loss
-from grpo_lab.drills.grading import Case, Mistake, check_cases
+from grpo_lab.drills.cases import Case, Mistake
+from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 
 __all__ = ["AGGREGATION_CASES", "check_aggregate_loss"]

@@ -18,7 +18,8 @@ import numpy as np
 
 from grpo_lab.core.gae import gae
 from grpo_lab.core.surrogate import clipped_surrogate_loss, surrogate_from_ratio
-from grpo_lab.drills.grading import Case, Mistake, check_cases
+from grpo_lab.drills.cases import Case, Mistake
+from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 
 __all__ = ["check_clipped_surrogate", "check_gae"]
@@ -181,7 +182,8 @@ def _finite(case, answer):
         i = tuple(int(j) for j in np.argwhere(~np.isfinite(answer.values))[0])
         return (f"on {case.where} entry {list(i)} is {answer.values[i]} for logp - old_logp = "
                 f"{float(case.inputs['logp'][i] - case.inputs['old_logp'][i])!r} and A = "
-                f"{float(case.inputs['adv'][i])!r}: exp(800) is inf, and inf * A with A = 0 is NaN. "
+                f"{float(case.inputs['adv'][i])!r}: exp(800) is inf, and inf * A with A = 0 is "
+                "NaN. "
                 "Clamp the log-ratio before exp (verl clamps it to [-20, 20])")
     return None
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
-from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.cases import Case, Mistake, full
+from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 from grpo_lab.numerics.logprobs import log_softmax
 from grpo_lab.theory.kl_theory import kl_categorical_grad

@@ -18,7 +18,8 @@ import math
 import ml_dtypes
 import numpy as np
 
-from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.cases import Case, Mistake, full
+from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 
 __all__ = ["check_log_softmax", "check_sequence_logprob_sum"]

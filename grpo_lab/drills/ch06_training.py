@@ -18,7 +18,8 @@ import numpy as np
 
 from grpo_lab.core.aggregation import aggregate_loss
 from grpo_lab.core.kl import kl_k1, kl_k3
-from grpo_lab.drills.grading import Case, Mistake, check_cases, close, full
+from grpo_lab.drills.cases import Case, Mistake, close, full
+from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import in_thread, verdict
 
 __all__ = ["check_grpo_loss"]

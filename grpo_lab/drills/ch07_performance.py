@@ -15,7 +15,8 @@ import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.surrogate import surrogate_grad_logp
-from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.cases import Case, Mistake, full
+from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import TIMED_OUT, verdict
 from grpo_lab.drills.memory import peak_bytes
 

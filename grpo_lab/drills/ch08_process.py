@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.process import process_advantages
-from grpo_lab.drills.grading import Case, Mistake, check_cases, full
+from grpo_lab.drills.cases import Case, Mistake, full
+from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 
 __all__ = ["check_process_advantages"]

@@ -1,141 +1,25 @@
-"""How a checker grades: cases against the package's reference, a tolerance that follows the
-answer's dtype, and hints that say exactly what differs.
-
-A :class:`Case` is one call of the reader's function with the reference's answer. The
-tolerance of an entry is ``k * (sens + u * scale) + slack * |expected|``:
-
-====================  ==========================================================================
-``u``                 the unit roundoff of the precision graded: the answer's own dtype (float64,
-                      or float32 for a float32 answer) where the statement leaves it open, the
-                      statement's where it fixes one
-``scale``             the size of the terms the entry is built from (``|expected|`` by default)
-``sens``              how much the reference moves when its float inputs are perturbed by ``u``
-                      (the conditioning: near-tied rewards, a tiny log-ratio)
-``k``                 16 units of slack, as a sum of a few rounded terms needs
-``slack``             a relative difference the statement allows (a guard eps of 1e-8 in a
-                      count's denominator, as verl's ``masked_mean``)
-====================  ==========================================================================
+"""How a checker grades: it runs its cases (:mod:`grpo_lab.drills.cases`) against the
+package's reference and says what differs.
 
 :func:`check_cases` runs a checker's cases in order. The first case the answer fails is the
 verdict: its first differing entry at full precision, with that entry's inputs, and when the
 difference is the size of a coarser dtype's rounding, that this is what it means. A usual
-mistake (:class:`Mistake`, a wrong implementation) is named only if the reader's outputs equal
-that mistake's on every case run, and the mistake differs from the reference on the failing
-case: a case that cannot tell the mistake apart never names it.
+mistake (:class:`~grpo_lab.drills.cases.Mistake`, a wrong implementation) is named only if the
+reader's outputs equal that mistake's on every case run (the failing case, and the others'
+finite entries), and the mistake differs from the reference on the failing case: a case that
+cannot tell the mistake apart never names it. An answer in float16 or bfloat16 is a verdict of
+its own (the drills want float32 or wider).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
-import ml_dtypes
 import numpy as np
 
+from grpo_lab.drills.cases import (SCALAR_TYPE, UNIT_ROUNDOFF, Case, close, full, grade_dtype,
+                                   tolerance)
 from grpo_lab.drills.harness import Answer, call
 
-__all__ = ["UNIT_ROUNDOFF", "Case", "Mistake", "check_cases", "close", "full", "grade_dtype",
-           "matching_mistakes", "precision_note", "tolerance", "wide_enough"]
-
-#: Unit roundoff (half the spacing at 1) of the dtypes an answer may come in.
-UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
-                 "bfloat16": 2.0**-8}
-_SHOW = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-
-
-@dataclass
-class Case:
-    """One call of the reader's function: ``fn(*args, **kwargs)`` should give ``expected``.
-
-    ``inputs``: the named inputs, for the messages and the mistakes. ``reference``: the
-    package's function of ``args`` (for the sensitivity), with ``perturb`` the positions of
-    the float arrays in ``args`` that it perturbs. ``show(index)``: the inputs behind one
-    entry, as text (default: each same-shaped input at that index, and the scalars).
-    ``atol``: an absolute tolerance the statement sets (1e-3 nats; 1e-6 for "an all-equal
-    group gives 0"), a number or per entry, added to the rest.
-    """
-    where: str
-    args: tuple
-    expected: np.ndarray
-    inputs: dict = field(default_factory=dict)
-    kwargs: dict = field(default_factory=dict)
-    scale: object = None
-    reference: Callable | None = None
-    perturb: tuple = ()
-    show: Callable | None = None
-    atol: object = 0.0
-    _sens: dict = field(default_factory=dict, repr=False)
-
-    def __post_init__(self):
-        self.expected = np.asarray(self.expected, dtype=np.float64)
-
-    def sensitivity(self, dtype: str) -> np.ndarray:
-        """How far the reference moves when its float inputs move by ``u`` (relative), taken
-        to first order: three random-sign perturbations of 1e-9, scaled down to ``u``."""
-        if self.reference is None or not self.perturb:
-            return np.zeros(self.expected.shape)
-        if dtype not in self._sens:
-            rng, step = np.random.default_rng(0), 1e-9
-            worst = np.zeros(self.expected.shape)
-            for _ in range(3):
-                args = list(self.args)
-                for i in self.perturb:
-                    a = np.asarray(args[i], dtype=np.float64)
-                    args[i] = a * (1 + step * rng.choice([-1.0, 1.0], a.shape))
-                with np.errstate(all="ignore"):
-                    moved = np.abs(np.asarray(self.reference(*args), np.float64) - self.expected)
-                worst = np.fmax(worst, np.nan_to_num(moved, nan=0.0, posinf=0.0))
-            self._sens[dtype] = worst * (UNIT_ROUNDOFF[dtype] / step)
-        return self._sens[dtype]
-
-    def entry_inputs(self, index) -> str:
-        if self.show is not None:
-            return self.show(index)
-        parts = []
-        for name, x in self.inputs.items():
-            x = np.asarray(x)
-            if x.ndim == 0:
-                parts.append(f"{name} = {_plain(x)}")
-            elif x.shape == self.expected.shape and index != ():
-                parts.append(f"{name}{list(index)} = {_plain(x[index])}")
-        return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class Mistake:
-    """A usual wrong answer: its ``hint``, and ``value(case)`` the value it gives on a case
-    (None where the mistake does not apply)."""
-    hint: str
-    value: Callable
-
-
-def _plain(x) -> str:
-    x = np.asarray(x)
-    if x.ndim == 0:
-        v = x.item()
-        return repr(float(v)) if isinstance(v, float) else repr(v)
-    body = ", ".join(_plain(v) for v in x.ravel()[:8])
-    return f"[{body}{', ...' if x.size > 8 else ''}]"
-
-
-def full(value, dtype: str = "float64") -> str:
-    """``value`` at full precision in ``dtype``: every digit that dtype holds, no more.
-
-    >>> full(0.1 + 0.2), full(0.1 + 0.2, "float32"), full(0.1 + 0.2, "bfloat16")
-    ('0.30000000000000004', '0.3', '0.300781')
-    """
-    value = float(value)
-    if dtype in _SHOW:
-        return str(_SHOW[dtype](value))
-    return repr(value)
-
-
-def grade_dtype(answer: Answer, fixed: str | None = None) -> str:
-    """The precision an answer is graded at: ``fixed`` where the statement sets one, else the
-    answer's own float dtype (ints and bools are exact, graded as float64)."""
-    if fixed is not None:
-        return fixed
-    return answer.dtype if answer.dtype in UNIT_ROUNDOFF else "float64"
+__all__ = ["check_cases", "matching_mistakes", "precision_note", "wide_enough"]
 
 
 def wide_enough(answer: Answer, case: Case) -> str | None:
@@ -152,7 +36,7 @@ def wide_enough(answer: Answer, case: Case) -> str | None:
                        "wider")
     with np.errstate(all="ignore"):
         err = np.abs(answer.values - case.expected).max(initial=0.0)
-        stored = np.abs(case.expected.astype(_SHOW[answer.dtype]).astype(np.float64)
+        stored = np.abs(case.expected.astype(SCALAR_TYPE[answer.dtype]).astype(np.float64)
                         - case.expected).max(initial=0.0)
     if err <= 2 * stored + tolerance(case, "float32").max(initial=0.0):
         return text + (f": off by up to {err:.3g} here, from that rounding alone. Return "
@@ -162,26 +46,6 @@ def wide_enough(answer: Answer, case: Case) -> str | None:
                    f"computing in {answer.dtype} (a running sum in a 16-bit float stops growing "
                    "once it dwarfs its terms). Compute in float32 or wider, and return float32 "
                    "or wider")
-
-
-def tolerance(case: Case, dtype: str, *, k: float = 16.0, slack: float = 0.0) -> np.ndarray:
-    """Per-entry tolerance of ``case`` at precision ``dtype`` (see the module's table)."""
-    u = UNIT_ROUNDOFF[dtype]
-    scale = np.abs(case.expected) if case.scale is None else np.abs(case.scale)
-    scale = np.broadcast_to(scale, case.expected.shape)
-    return (k * (case.sensitivity(dtype) + u * scale) + slack * np.abs(case.expected)
-            + case.atol)
-
-
-def close(got, want, tol) -> np.ndarray:
-    """Entrywise ``|got - want| <= tol``, with NaN equal to NaN and inf to the same inf.
-
-    >>> close([1.0, np.nan, np.inf, 2.0], [1.0 + 1e-12, np.nan, np.inf, np.nan], 1e-9).tolist()
-    [True, True, True, False]
-    """
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    with np.errstate(invalid="ignore"):
-        return (np.abs(got - want) <= tol) | (got == want) | (np.isnan(got) & np.isnan(want))
 
 
 def _coarser(graded: str, case: Case) -> tuple:
@@ -261,8 +125,8 @@ def check_cases(fn, cases, say, *, passed, mistakes=(), fixed: str | None = None
     ``passed``: the PASS message, or a function giving it (read after the cases ran).
     ``extra(case, answer) -> problem or None``: a further requirement of the statement (an
     exact zero, an output dtype). ``signature``: the drill's, quoted when a call fails on the
-    arguments (a keyword the function does not take). ``call_options`` go to :func:`harness.call` (``shape_hint``,
-    ``returns``, ``broadcast_hint``, ``dtype``).
+    arguments (a keyword the function does not take). ``call_options`` go to
+    :func:`harness.call` (``shape_hint``, ``returns``, ``broadcast_hint``, ``dtype``).
     """
     runs, failed, verdict_text = [], None, None
     for case in cases:

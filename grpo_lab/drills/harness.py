@@ -33,7 +33,8 @@ import numpy as np
 
 from grpo_lab.numerics.validate import describe, is_float_dtype
 
-__all__ = ["TIMED_OUT", "TIME_LIMIT_S", "Answer", "as_answer", "call", "in_thread", "run", "verdict"]
+__all__ = ["TIMED_OUT", "TIME_LIMIT_S", "Answer", "as_answer", "call", "in_thread", "run",
+           "verdict"]
 
 #: Seconds one call of the reader's function may take before it is stopped: far above what any
 #: drill needs (milliseconds), far below a reader's patience.

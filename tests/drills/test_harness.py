@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from grpo_lab.drills import harness
-from grpo_lab.drills.grading import Case, Mistake, close, matching_mistakes, tolerance
+from grpo_lab.drills.cases import Case, Mistake, close, tolerance
+from grpo_lab.drills.grading import matching_mistakes
 from grpo_lab.drills.harness import Answer, as_answer, call, in_thread, run, verdict
 
 

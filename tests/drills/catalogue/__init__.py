@@ -36,8 +36,8 @@ __all__ = ["CATALOGUE", "Drill", "Proof", "Wrong", "prove"]
 
 #: Every drill, by the checker's name without ``check_``, in the order of the book.
 CATALOGUE = {d.checker.removeprefix("check_"): d for module in (
-    ch01_advantages, ch02_ppo, ch02_aggregation, ch03_kl, ch04_precision, ch05_rewards, ch06_training,
-    ch07_performance, ch08_process) for d in module.DRILLS}
+    ch01_advantages, ch02_ppo, ch02_aggregation, ch03_kl, ch04_precision, ch05_rewards,
+    ch06_training, ch07_performance, ch08_process) for d in module.DRILLS}
 
 
 def prove(name: str, *, limit_s: float = 1.0) -> Proof:

@@ -62,7 +62,7 @@ def _adv_mutates(r, eps=1e-8):
 
 
 def _adv_no_return(r, eps=1e-8):
-    adv = _adv_right(r, eps)                                      # noqa: F841 computed, not returned
+    adv = _adv_right(r, eps)                                      # noqa: F841 never returned
 
 
 def _adv_square_only(r, eps=1e-8):
