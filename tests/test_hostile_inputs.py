@@ -472,3 +472,10 @@ def test_theory_and_precision_options_are_named_too(call, words):
     with pytest.raises((TypeError, ValueError)) as info:
         call()
     assert str(info.value).startswith(words), str(info.value)
+
+
+def test_a_list_of_tensors_that_require_grad_is_named():
+    t = torch.tensor(1.0, requires_grad=True)
+    with pytest.raises(TypeError, match=r"^rewards: expected .*got a list of length 1 that NumPy "
+                                        r"cannot read \(Can't call numpy\(\) on Tensor"):
+        gl.group_advantages([[t, t]])

@@ -130,8 +130,9 @@ def as_array(name: str, x, expected: str = "an array") -> np.ndarray:
         raise ValueError(f"{name}: expected {expected} whose rows all have one length, got a "
                          f"ragged {type(x).__name__}{_row_lengths(x)}; pad the rows and pass a mask"
                          ) from None
-    except TypeError as err:                                      # e.g. a broken __array__
-        raise TypeError(f"{name}: expected {expected}, got {describe(x)} ({err})") from None
+    except (TypeError, RuntimeError) as err:      # a broken __array__, a list of grad tensors
+        raise TypeError(f"{name}: expected {expected}, got {describe(x)} that NumPy cannot read "
+                        f"({err})") from None
 
 
 def _result_dtype(name: str, x, shape_doc: str):
