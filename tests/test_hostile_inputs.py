@@ -479,3 +479,37 @@ def test_a_list_of_tensors_that_require_grad_is_named():
     with pytest.raises(TypeError, match=r"^rewards: expected .*got a list of length 1 that NumPy "
                                         r"cannot read \(Can't call numpy\(\) on Tensor"):
         gl.group_advantages([[t, t]])
+
+
+SCALARS = {"nan": float("nan"), "inf": float("inf"), "None": None, "string": "abc", "bool": True,
+           "array": np.array([1.0]), "list": [1], "negative": -1, "huge": 1e300}
+SCALAR_CASES = [(name, p, kind) for name, (fn, _, args) in API.items()
+                for p in __import__("inspect").signature(fn).parameters
+                if p not in args and p != "estimator" for kind in SCALARS]
+
+
+@pytest.mark.parametrize("name, option, kind", SCALAR_CASES,
+                         ids=[f"{n}-{o}-{k}" for n, o, k in SCALAR_CASES])
+def test_hostile_option_gets_a_named_error_or_a_finite_answer(name, option, kind):
+    """The other arguments (eps, beta, ddof, mode, clamp, k, ...) against the same kind of
+    table: refused by name, or accepted where the value is meaningful (a huge eps, a ``None``
+    that means "default") with an answer free of NaN."""
+    fn, valid, _ = API[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            got = fn(**{**valid, option: SCALARS[kind]})
+        except (TypeError, ValueError) as err:
+            assert _names(str(err), [option]), f"{name}({option}={kind}): {err}"
+            return
+    assert kind in ("bool", "negative", "huge", "None"), f"{name}({option}={kind}) accepted: {got!r}"
+    assert not any(np.isnan(v).any() for v in _numbers(got)), f"{name}({option}={kind}): {got!r}"
+
+
+def _numbers(x):
+    """Every number in a result (arrays, floats, tuples and dicts of them) as float64 arrays."""
+    if isinstance(x, dict):
+        x = tuple(x.values())
+    if isinstance(x, tuple):
+        return [a for item in x for a in _numbers(item)]
+    return [] if x is None else [np.asarray(x, dtype=np.float64)]

@@ -30,6 +30,7 @@ from grpo_lab.numerics.validate import (as_array, as_float_array, as_mask, check
 
 __all__ = ["EPS_HEADROOM_BITS", "K3_SERIES_BELOW", "K3_SERIES_TERMS", "centred_deviations",
            "check_block_input", "check_divide_or_zero_arguments", "check_log_ratio_arguments",
+           "check_std_arguments",
            "divide_or_zero", "k3_from_log_ratio", "k3_series", "log_ratio", "logsumexp",
            "masked_mean", "power_of_two_rescale", "scale_by_power_of_two", "std_from_deviations"]
 
@@ -126,9 +127,25 @@ def std_from_deviations(dev, ddof=0, *, count=None):
     >>> gl.std_from_deviations(np.array([[-1.0, 1.0, -1.0, 1.0]]), ddof=1).round(4)  # Bessel
     array([[1.1547]])
     """
-    dev, _ = check_block_input("dev", dev)
-    n = dev.shape[-1] if count is None else count
+    dev, n = check_std_arguments(dev, ddof, count)           # n: entries per row
     return np.sqrt((dev * dev).sum(axis=-1, keepdims=True) / (n - ddof))   # (..., 1)
+
+
+def check_std_arguments(dev, ddof, count):
+    """``(dev, n)`` for :func:`std_from_deviations`: a real array, an integer ``ddof >= 0`` and
+    ``n`` (``count``, or the last axis' length) above ``ddof`` in every row."""
+    dev, _ = check_block_input("dev", dev)
+    ddof = check_int("ddof", ddof, minimum=0)
+    if count is None:
+        if dev.shape[-1] <= ddof:
+            raise ValueError(f"ddof: expected fewer than the {dev.shape[-1]} entries per row, "
+                             f"got {ddof}")
+        return dev, dev.shape[-1]
+    n, _ = as_float_array("count", count, shape_doc=" of shape (..., 1)")   # finite
+    if n.shape != dev.shape[:-1] + (1,) or not (n > ddof).all():
+        raise ValueError(f"count: expected more than ddof = {ddof} entries in every row, shape "
+                         f"{dev.shape[:-1] + (1,)}, got {describe(n)} with minimum {n.min()}")
+    return dev, n
 
 
 def power_of_two_rescale(x, *, eps=0.0):
@@ -341,6 +358,10 @@ def masked_mean(x, mask, axis=None):
     (np.float64(2.0), array([2., 2.]))
     """
     x, mask = check_block_input("x", x, mask=mask, mask_required=True)
+    if not (axis is None or (isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)
+                             and axis in (-1, x.ndim - 1))):
+        raise ValueError(f"axis: expected None (over every entry) or -1 (per row), got "
+                         f"{describe(axis)}")
     kept, n = np.where(mask, x, 0.0), mask.sum(axis=axis)         # padding -> 0, counts
     with np.errstate(over="ignore"):
         total = kept.sum(axis=axis)

@@ -127,7 +127,7 @@ def check_logits_pair(logits, ref_logits, *, names=("logits", "ref_logits"), dir
     if beta is not _UNSET:
         out.append(check_real("beta", beta, minimum=0.0, allow_equal=False))
     if h is not _UNSET:
-        out.append(check_real("h", h, minimum=0.0, allow_equal=False))
+        out.append(check_real("h", h, minimum=0.0, allow_equal=False, maximum=1.0))
     return tuple(out)
 
 
@@ -175,8 +175,8 @@ def estimator_grad_table(estimator, logits, ref_logits, *, h=1e-5):
 
     ``J[j, x] = d/d logits_j  estimator(log pi_theta(x), log pi_ref(x))``: how token x's
     penalty moves the logits when it is a loss term, the sampled x held fixed (what autograd
-    does with sampled tokens). Measured by central differences of step ``h`` on each logit,
-    so it tests the estimator function itself.
+    does with sampled tokens). Measured by central differences of step ``h`` (in (0, 1]) on
+    each logit, so it tests the estimator function itself.
 
     Weighting the columns by ``pi_theta`` gives the expected gradient, ``J @ pi``: that is
     the gradient the loss term follows on average. A Monte Carlo batch of tokens ``xs``
