@@ -33,8 +33,13 @@ def _agree(a, b, dtype):
     return np.allclose(a, b, rtol=1e-5, atol=1e-6 * np.abs(a).max() + floor)
 
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device here"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_torch_matches_numpy_from_subnormal_to_huge_rewards_and_any_eps(dtype):
+def test_torch_matches_numpy_from_subnormal_to_huge_rewards_and_any_eps(dtype, device):
     """A seeded sweep over 10**-323 .. 10**307 rewards (float32: its own range), eps from
     1e-320 to 1e300 or 0, every scale and baseline; float32 may flush an advantage below its
     smallest normal number (1.2e-38) to 0, as the module says."""
@@ -52,10 +57,10 @@ def test_torch_matches_numpy_from_subnormal_to_huge_rewards_and_any_eps(dtype):
             ref = gl.group_advantages(r, **kw)
         except ValueError as err:                                  # e.g. does not fit: both say so
             with pytest.raises(ValueError, match="rewards: the advantages do not fit"):
-                glt.group_advantages(torch.tensor(r), **kw)
+                glt.group_advantages(torch.tensor(r, device=device), **kw)
             assert "do not fit" in str(err)
             continue
-        got = glt.group_advantages(torch.tensor(r), **kw).numpy()
+        got = glt.group_advantages(torch.tensor(r, device=device), **kw).cpu().numpy()
         assert _agree(ref, got, dtype), (r.tolist(), kw, ref, got)
 
 
