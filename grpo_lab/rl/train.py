@@ -2,7 +2,7 @@
 
 Taught in chapter 6 (``chapters/06_training_loop.ipynb``). Run it from a shell::
 
-    python -m grpo_lab.train                       # the full run, about 2 minutes on 2 cores
+    python -m grpo_lab.train                       # the full run; prints its wall time
     python -m grpo_lab.train --steps 50 --agg dapo --out runs/dapo
     python -m grpo_lab.train --help
 
@@ -16,8 +16,12 @@ One GRPO step (:func:`grpo_step`) is the whole algorithm:
 2. **score** them with the rule-based rewards (:func:`score`): accuracy + weighted format;
 3. **advantages** per group: ``glt.group_advantages(rewards)``, (B, G) -> (B*G,);
 4. for ``inner_iters`` passes over the batch: **logp** under the current policy, **ratio**
-   against ``old_logp``, **KL** against the frozen reference, **loss** = ``glt.grpo_loss``,
-   and an optimizer **update** (:func:`update`).
+   against ``old_logp``, **KL** against the frozen reference, **loss** = ``glt.grpo_loss``
+   (minus ``entropy_coef`` times the mean token entropy, when set), and an optimizer
+   **update** (:func:`update`).
+
+Two costs are cut the way real trainers cut them: sampling keeps a KV cache (each token is
+read once), and the update computes each group's shared prompt once (``prompt_repeats``).
 
 Before GRPO, a short supervised **format warm-up** (like R1's cold start, but teaching only the
 format: the answers in it are random numbers) teaches ``<think></think><answer>N</answer>``.

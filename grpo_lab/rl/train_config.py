@@ -46,17 +46,16 @@ class TrainConfig:
     warmup_steps: int = 60
     warmup_batch: int = 64
     warmup_lr: float = 3e-3
-    # GRPO
-    # 400 steps ended near 83% once issue 13 rewrote the torch loss (the run is sensitive to
-    # rounding); 600 reach about 98% held-out accuracy.
-    steps: int = 600
+    # GRPO. With clip-higher, 400 steps end at 90% held-out accuracy or more (seeds 0 and 1;
+    # seed 0, the default, ends near 96%); the curve is noisy, so fewer steps are a gamble.
+    steps: int = 400
     prompts_per_step: int = 32        # B
     group_size: int = 16              # G: completions per prompt
     inner_iters: int = 4              # mu: updates per batch; > 1 makes the ratio matter
-    lr: float = 2e-3                  # Adam; 3e-3 learns faster, then collapses at step ~150
+    lr: float = 2e-3                  # Adam; 1e-2 collapses (chapter 6 shows it)
     max_grad_norm: float = 1.0        # global gradient-norm clip (TRL's default)
     eps_low: float = 0.2
-    eps_high: float | None = None     # None: symmetric clip; DAPO's clip-higher uses 0.28
+    eps_high: float | None = 0.28     # DAPO's clip-higher; None: PPO's symmetric clip
     beta: float = 0.04                # KL weight (DeepSeekMath: 0.04)
     entropy_coef: float = 0.0         # entropy bonus alpha: loss - alpha * mean token entropy
     kl: str = "k3"
