@@ -25,8 +25,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from grpo_lab.numerics.validate import (as_array, as_float_array, as_mask, check_int, check_real, check_shape,
-                                        describe)
+from grpo_lab.numerics.validate import (as_array, as_float_array, as_mask, check_int, check_real,
+                                        check_shape, describe)
 
 __all__ = ["EPS_HEADROOM_BITS", "K3_SERIES_BELOW", "K3_SERIES_TERMS", "centred_deviations",
            "check_block_input", "check_divide_or_zero_arguments", "check_log_ratio_arguments",

@@ -17,9 +17,10 @@ import sys
 
 import numpy as np
 
-__all__ = ["as_array", "as_counts", "as_float_array", "as_mask", "cast_result", "check_choice", "check_finite",
-           "first_non_finite", "check_int", "check_real", "check_shape", "common_dtype", "describe", "is_float_dtype",
-           "is_tensor", "same_device", "valid_lengths", "working_dtype"]
+__all__ = ["as_array", "as_counts", "as_float_array", "as_mask", "cast_result", "check_choice",
+           "check_finite", "first_non_finite", "check_int", "check_real", "check_shape",
+           "common_dtype", "describe", "is_float_dtype", "is_tensor", "same_device",
+           "valid_lengths", "working_dtype"]
 
 
 def _torch():
@@ -376,8 +377,9 @@ def cast_result(names: str, what: str, x, dtype):
     if not _all_finite(out):
         largest = float(abs(x).max())
         size = dtype.itemsize                          # np.dtype and torch.dtype alike
+        wider = "float64" if size == 4 else "float32"
         advice = ("no float is wider: values this far apart come from a bug upstream" if size >= 8
-                  else f"pass them in a wider dtype such as {'float64' if size == 4 else 'float32'}")
+                  else f"pass them in a wider dtype such as {wider}")
         raise ValueError(f"{names}: the {what} do not fit in {dtype} (largest magnitude "
                          f"{largest:.4g}); {advice}")
     return out

@@ -242,8 +242,8 @@ def kl_regularised_policy(rewards, ref_logits, beta, *, direction="reverse"):
     >>> kl_regularised_policy([1.0, 0.0], [0.0, 0.0], 1.0, direction="forward").round(4)
     array([0.7071, 0.2929])
     """
-    r, ref, direction, beta = check_logits_pair(rewards, ref_logits, names=("rewards", "ref_logits"),
-                                                direction=direction, beta=beta)
+    r, ref, direction, beta = check_logits_pair(
+        rewards, ref_logits, names=("rewards", "ref_logits"), direction=direction, beta=beta)
     ref_logp = log_softmax(ref)                             # (V,) log pi_ref
     gap = r.max() - r                                       # (V,) >= 0, a float (checked)
     if direction == "reverse":                              # log pi_ref + r / beta, shifted
