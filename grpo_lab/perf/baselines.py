@@ -164,7 +164,7 @@ def loss_inputs(shape, device="cpu", seed=0):
     """
     import torch
     N, T = _check_size(shape)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
     logp = -2.0 + 0.3 * torch.randn(N, T, generator=gen)           # (N, T)
     old = logp + 0.05 * torch.randn(N, T, generator=gen)           # (N, T)
     ref = logp + 0.05 * torch.randn(N, T, generator=gen)           # (N, T)

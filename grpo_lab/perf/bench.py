@@ -51,6 +51,7 @@ from grpo_lab.perf.baselines import (TRL_EPS, loss_inputs, plain_advantages,
 from grpo_lab.perf.goals import (COPY, FUSED_LOSS, GOAL_KEYS, MIRROR_ADV, MIRROR_LOSS,
                                   NUMPY_FAST, NUMPY_PLAIN, NUMPY_REF, TORCH_COPY, TRITON_ADV,
                                   TRITON_LOSS, TRL_ADV, TRL_LOSS, summary)
+from grpo_lab.numerics.validate import check_int
 from grpo_lab.perf.measure import (forward_backward, peak_bytes_numpy, peak_bytes_torch,
                                    result_rows, time_round_robin, torch_mirror, torch_or_none)
 
@@ -86,7 +87,8 @@ def _torch_rows(bench, shape, fns, repeats, device, out_bytes, reset=lambda: Non
 def bench_advantages(shape, repeats, device="cpu", seed=0):
     """Every group_advantages at (B, G) float32, each against a copy of its size; JSON rows."""
     B, G = shape
-    rewards = np.random.default_rng(seed).normal(size=shape).astype(np.float32)   # (B, G)
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    rewards = rng.normal(size=shape).astype(np.float32)                 # (B, G)
     out = np.empty_like(rewards)
     fns = {COPY: lambda: np.copyto(out, rewards),
            NUMPY_PLAIN: lambda: plain_advantages(rewards),

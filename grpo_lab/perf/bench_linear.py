@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from grpo_lab.numerics.validate import check_int
+
 __all__ = ["IMPLS", "LINEAR_SIZE", "QUICK_LINEAR_SIZE", "bench_fused_linear",
            "eager_linear_grpo_loss", "linear_inputs", "measure_one", "step_function"]
 
@@ -52,7 +54,7 @@ def linear_inputs(size, seed=0, device="cpu"):
     require grad; the mask keeps a prefix of T/4 to T tokens of each row."""
     import torch
     N, T, H, V = size
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
     hidden = torch.randn(N, T, H, generator=gen).requires_grad_()    # (N, T, H)
     weight = (H ** -0.5 * torch.randn(V, H, generator=gen)).requires_grad_()   # (V, H)
     ids = torch.randint(0, V, (N, T), generator=gen)                 # (N, T)
