@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grpo_lab.numerics.validate import as_float_array, check_int, check_real
+
 __all__ = ["ADV_FLOPS_PER_REWARD", "GPU", "H100_SXM", "H200_SXM", "LOSS_FLOPS_PER_TOKEN", "TraceCount",
            "advantages_min_bytes", "attainable", "loss_min_bytes", "measure_matmul_flops",
            "trace_torch_traffic"]
@@ -57,11 +59,18 @@ H200_SXM = GPU("H200 SXM (datasheet)", 4.8e12, 67e12, 60e6, 5e-6)
 
 def attainable(intensity, peak_flops, bandwidth):
     """The roof: the flop/s a kernel of ``intensity`` flop/byte can reach, ``min(P, I W)``."""
+    intensity, _ = as_float_array("intensity", intensity, shape_doc=" of flop/byte values")
+    if np.any(intensity < 0):
+        raise ValueError("intensity: expected flop/byte values >= 0, got a negative one")
+    peak_flops = check_real("peak_flops", peak_flops, minimum=0.0, allow_equal=False)
+    bandwidth = check_real("bandwidth", bandwidth, minimum=0.0, allow_equal=False)
     return np.minimum(peak_flops, np.asarray(intensity, dtype=np.float64) * bandwidth)
 
 
 def advantages_min_bytes(B, G, itemsize=4):
     """Bytes a group-advantages kernel must move: read B*G rewards, write B*G advantages."""
+    B, G = check_int("B", B, minimum=1), check_int("G", G, minimum=1)
+    itemsize = check_int("itemsize", itemsize, minimum=1)
     return 2 * B * G * itemsize
 
 
@@ -71,6 +80,10 @@ def loss_min_bytes(N, T, itemsize=4, per_sequence_adv=True):
     Read ``logp``, ``old_logp``, ``ref_logp`` (``itemsize`` each) and the bool mask (1 byte)
     per token, the advantages per sequence (or per token), and write the gradient per token.
     """
+    N, T = check_int("N", N, minimum=1), check_int("T", T, minimum=1)
+    itemsize = check_int("itemsize", itemsize, minimum=1)
+    if not isinstance(per_sequence_adv, (bool, np.bool_)):
+        raise TypeError(f"per_sequence_adv: expected True or False, got {per_sequence_adv!r}")
     adv = N * itemsize if per_sequence_adv else N * T * itemsize
     return N * T * (3 * itemsize + 1 + itemsize) + adv
 

@@ -49,3 +49,21 @@ def test_eager_loss_moves_far_more_than_the_minimum():
 def test_matmul_flops_is_positive_and_finite():
     flops = rl.measure_matmul_flops(n=64, repeats=2)
     assert np.isfinite(flops) and flops > 0
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: rl.attainable(None, 1e12, 1e11), "intensity"),
+    (lambda: rl.attainable([1.0, float("nan")], 1e12, 1e11), "intensity"),
+    (lambda: rl.attainable([-1.0], 1e12, 1e11), "intensity"),
+    (lambda: rl.attainable(1.0, "fast", 1e11), "peak_flops"),
+    (lambda: rl.attainable(1.0, 1e12, 0.0), "bandwidth"),
+    (lambda: rl.advantages_min_bytes(0, 8), "B"),
+    (lambda: rl.advantages_min_bytes(4, 2.5), "G"),
+    (lambda: rl.advantages_min_bytes(4, 8, itemsize=None), "itemsize"),
+    (lambda: rl.loss_min_bytes(-1, 8), "N"),
+    (lambda: rl.loss_min_bytes(4, "8"), "T"),
+    (lambda: rl.loss_min_bytes(4, 8, per_sequence_adv="yes"), "per_sequence_adv"),
+])
+def test_roofline_arguments_are_checked_by_name(call, name):
+    with pytest.raises((TypeError, ValueError), match=rf"^{name}:"):
+        call()
