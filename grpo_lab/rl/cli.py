@@ -76,9 +76,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check_config(parser, args: dict) -> TrainConfig:
     """The config, validated; a bad field exits 2 naming its flag, as argparse does."""
-    config = TrainConfig(**args)
     try:
-        config.validate()
+        config = TrainConfig(**args)                 # validated as it is built
     except (TypeError, ValueError) as exc:
         field, _, message = str(exc).partition(": ")
         if field in args:

@@ -58,7 +58,7 @@ class Task:
         n_prompts = check_int("n_prompts", n_prompts, minimum=1)
         length = check_int("length", length, minimum=1)
         vocab = check_int("vocab", vocab, minimum=2)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_int("seed", seed, minimum=0))
         return cls(rng.integers(0, vocab, size=(n_prompts, length)), vocab)
 
     @property
@@ -214,6 +214,7 @@ def train_toy(cfg: ToyConfig, seed: int = 0):
         raise ValueError(f"group_size: expected a divisor of completions = {cfg.completions}, "
                          f"got {G}")
     check_real("lr", cfg.lr, minimum=0.0, allow_equal=False)
+    seed = check_int("seed", seed, minimum=0)
     task_rng, rng = np.random.default_rng([seed, 0]), np.random.default_rng([seed, 1])
     task = Task.make(**cfg.task, seed=int(task_rng.integers(2**31)))
     P, T, V = task.shape

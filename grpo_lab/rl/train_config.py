@@ -42,7 +42,7 @@ class TrainConfig:
     n_layer: int = 1
     n_head: int = 4
     positions: bool = False           # no position embeddings: a sum ignores order anyway
-    # format warm-up: supervised on the format with *random* answers (R1's cold start, format only)
+    # format warm-up: supervised on the format with *random* answers (no pretraining here)
     warmup_steps: int = 60
     warmup_batch: int = 64
     warmup_lr: float = 3e-3
@@ -69,10 +69,14 @@ class TrainConfig:
     device: str = "cpu"
     threads: int = 2                  # torch CPU threads; the book's budget is 2 cores
 
+    def __post_init__(self):
+        self.validate()                  # a bad setting is refused where it is written
+
     def validate(self) -> "TrainConfig":
         """Check every field, and every combination a run would trip on later (the task's
         prompts, the policy's heads, the format's length, the device), before any work;
         raise ValueError / TypeError naming the field. Returns self."""
+        check_int("seed", self.seed, minimum=0)
         ints = dict(warmup_steps=0, warmup_batch=1, steps=0, prompts_per_step=1, group_size=2,
                     inner_iters=1, eval_every=1, threads=1)
         for name, minimum in ints.items():
