@@ -74,12 +74,13 @@ def score(run: Run, batch: Rollout) -> dict:
     B, G = len(batch.terms), cfg.group_size
     answers = [run.task.answer(t) for t in batch.terms for _ in range(G)]       # (N,)
     verifier = R.accuracy_reward if cfg.reward == "accuracy" else R.contains_reward
-    correct = np.array([verifier(s, a) for s, a in zip(batch.texts, answers)]).reshape(B, G)
-    accuracy = np.array([R.accuracy_reward(s, a) for s, a in zip(batch.texts, answers)])
-    fmt = np.array([R.format_reward(s) for s in batch.texts]).reshape(B, G)
+    pairs = list(zip(batch.texts, answers))                                      # (N,)
+    # A group's G samples often repeat: score each distinct (text, answer) once.
+    memo = {p: (verifier(*p), R.accuracy_reward(*p), R.format_reward(p[0])) for p in set(pairs)}
+    correct, accuracy, fmt = (np.array([memo[p][k] for p in pairs]).reshape(B, G)
+                              for k in range(3))                                 # 3 x (B, G)
     reward = R.weighted_sum([correct, fmt], [1.0, cfg.format_weight])           # (B, G)
-    return {"reward": reward, "verifier": correct, "format": fmt,
-            "accuracy": accuracy.reshape(B, G)}
+    return {"reward": reward, "verifier": correct, "format": fmt, "accuracy": accuracy}
 
 
 def update(run: Run, batch: Rollout, adv: torch.Tensor) -> dict:
