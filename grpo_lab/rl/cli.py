@@ -25,6 +25,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -86,23 +87,43 @@ def _check_config(parser, args: dict) -> TrainConfig:
     return config
 
 
-@contextlib.contextmanager
-def _ctrl_c_deferred():
-    """Hold SIGINT while a file is written; a Ctrl-C meanwhile is raised right after."""
-    blocked = hasattr(signal, "pthread_sigmask")
-    if blocked:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        if blocked:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+class _CtrlC:
+    """Ctrl-C, held while a file is written: the interrupt comes right after the write.
+
+    A Python-level SIGINT handler, not a blocked signal mask: with SIGINT masked in the main
+    thread, the kernel hands the signal to one of torch's threads, and CPython may not notice
+    it until much later. Python runs this handler in the main thread, between bytecodes.
+    """
+
+    def __init__(self):
+        self.holding, self.pending, self.requested = 0, False, False
+
+    def __call__(self, signum, frame):
+        self.requested = True            # asked before every step, in case a library ate it
+        if self.holding:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def held(self):
+        self.holding += 1
+        try:
+            yield
+        finally:
+            self.holding -= 1
+            if not self.holding and self.pending:
+                self.pending = False
+                raise KeyboardInterrupt
+
+
+_CTRL_C = _CtrlC()
 
 
 def _write_json(path: Path, info: dict) -> None:
     """Write whole or not at all: a temporary file, then an atomic rename."""
     partial = path.with_name(path.name + ".partial")
-    with _ctrl_c_deferred():
+    with _CTRL_C.held():
         partial.write_text(json.dumps(info, indent=2))
         os.replace(partial, path)
 
@@ -124,7 +145,7 @@ def _prepare_out(parser, out: Path, config: TrainConfig) -> None:
     if out.exists() and not out.is_dir():
         parser.error(f"argument --out: expected a folder, got {str(out)!r}, an existing file")
     try:
-        with _ctrl_c_deferred():                   # the folder never exists without a summary
+        with _CTRL_C.held():                       # the folder never exists without a summary
             out.mkdir(parents=True, exist_ok=True)
             _write_json(out / "summary.json", _summary(config, None, 0.0))
     except OSError as exc:
@@ -144,8 +165,20 @@ def _draw(run, out: Path) -> None:
     partial = out / "curves.partial.png"
     fig.savefig(partial, dpi=120)
     plt.close(fig)
-    with _ctrl_c_deferred():
+    with _CTRL_C.held():
         os.replace(partial, out / "curves.png")
+
+
+def _import_early() -> None:
+    """Import what the run would import lazily (the progress bar, the figure): a Ctrl-C that
+    lands inside an import can be lost on the way out, so none happens after the folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    import tqdm.auto  # noqa: F401
+
+    import grpo_lab.book.ch06  # noqa: F401
 
 
 def main(argv=None) -> int:
@@ -157,13 +190,27 @@ def main(argv=None) -> int:
     args = vars(parser.parse_args(argv))
     out, quiet = Path(args.pop("out")), args.pop("quiet")
     config = _check_config(parser, args)
+    _import_early()
+    if threading.current_thread() is not threading.main_thread():   # no handler to set there
+        return _run(parser, out, quiet, config)
+    _CTRL_C.requested = False
+    previous = signal.signal(signal.SIGINT, _CTRL_C)     # restored below: main() is reentrant
+    try:
+        return _run(parser, out, quiet, config)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run(parser, out: Path, quiet: bool, config: TrainConfig) -> int:
+    """Create --out, train, write the three files; 130 if Ctrl-C stopped any of it."""
     began, run, info = time.perf_counter(), None, None
     try:
         _prepare_out(parser, out, config)       # a Ctrl-C held while it runs comes out here
         print(f"GRPO Lab: training on {config.device} with {config.threads} thread(s); "
               f"log in {out}/", file=sys.stderr)
         try:
-            run = loop.train(config, progress=not quiet, log_path=out / "history.csv")
+            run = loop.train(config, progress=not quiet, log_path=out / "history.csv",
+                             stop=lambda: _CTRL_C.requested)
         except loop.TrainingInterrupted as stop:   # Ctrl-C during a GRPO step: keep the run
             run = stop.run
         loop.write_csv(run.history, out / "history.csv")
@@ -184,6 +231,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_INTERRUPTED if run.interrupted else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

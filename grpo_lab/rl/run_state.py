@@ -77,16 +77,19 @@ def encode_prompts(run: Run, terms, repeat: int = 1) -> torch.Tensor:
     return prompts.repeat_interleave(repeat, dim=0)                      # (B*repeat, P)
 
 
-def format_warmup(run: Run) -> list[float]:
+def format_warmup(run: Run, stop=None) -> list[float]:
     """Supervised steps on ``<think></think><answer>N</answer>`` with a *random* N.
 
     It teaches the format and nothing about sums: each N is drawn uniformly from the possible
-    answers, independently of the prompt. Returns the loss of each step.
+    answers, independently of the prompt. Returns the loss of each step. ``stop``, a callable,
+    is asked before each step; True raises KeyboardInterrupt (a Ctrl-C that a library lost).
     """
     cfg = run.config
     optimizer = torch.optim.Adam(run.policy.parameters(), lr=cfg.warmup_lr)
     losses = []
     for _ in range(cfg.warmup_steps):
+        if stop is not None and stop():
+            raise KeyboardInterrupt
         terms = run.task.batch(cfg.warmup_batch, run.rng)
         guesses = run.rng.integers(0, run.task.max_answer + 1, size=len(terms))
         targets = [run.tokenizer.encode(f"{R.THINK[0]}{R.THINK[1]}{R.ANSWER[0]}{g}{R.ANSWER[1]}")

@@ -139,14 +139,14 @@ def grpo_step(run: Run) -> dict:
     }
 
 
-def prepare(config: TrainConfig) -> Run:
+def prepare(config: TrainConfig, stop=None) -> Run:
     """A run ready for GRPO: built, format-warmed-up, its reference frozen, its start measured.
 
     ``run.warmup_losses`` holds the warm-up's losses and ``run.start`` the held-out accuracy
-    and format rate (:func:`evaluate`) that GRPO starts from.
+    and format rate (:func:`evaluate`) that GRPO starts from; ``stop`` as in :func:`train`.
     """
     run = make_run(config)
-    run.warmup_losses = format_warmup(run)
+    run.warmup_losses = format_warmup(run, stop)
     run.reference = copy.deepcopy(run.policy).eval().requires_grad_(False)   # pi_ref, frozen
     run.start = evaluate(run)
     return run
@@ -166,7 +166,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def train(config: TrainConfig, *, progress: bool = True, log_path=None,
-          on_interrupt: str = "raise") -> Run:
+          on_interrupt: str = "raise", stop=None) -> Run:
     """Warm up, then run ``config.steps`` GRPO steps; ``run.history`` holds one dict per step.
 
     Ctrl-C (KeyboardInterrupt) stops after the current step and measures the policy where it
@@ -175,10 +175,12 @@ def train(config: TrainConfig, *, progress: bool = True, log_path=None,
     a timed-out notebook cell or a CI job never mistakes a partial run for a result;
     ``on_interrupt="return"`` returns the partial run instead (an interactive session that
     wants it). With ``log_path`` the history is written as CSV after every evaluation.
+    ``stop``, a callable asked before every step, turns True into the same interrupt: the
+    command line's Ctrl-C flag, for a KeyboardInterrupt that a library swallowed.
     """
     check_choice("on_interrupt", on_interrupt, ("raise", "return"))
     start = time.perf_counter()
-    run = prepare(config)
+    run = prepare(config, stop)
     run.interrupted = False
     bar = _progress_bar(config.steps, progress)
     held = {"held_out_accuracy": run.start["accuracy"], "held_out_format": run.start["format"]}
@@ -187,6 +189,8 @@ def train(config: TrainConfig, *, progress: bool = True, log_path=None,
                         "seconds": time.perf_counter() - start})
     try:
         for step in range(1, config.steps + 1):
+            if stop is not None and stop():
+                raise KeyboardInterrupt
             row = {"step": step, **grpo_step(run)}
             if step % config.eval_every == 0 or step == config.steps:
                 ev = evaluate(run)

@@ -57,7 +57,7 @@ def test_the_folder_never_exists_without_a_summary_marked_interrupted(tmp_path, 
     interrupted: a run killed at any moment after that says it did not finish."""
     seen = {}
 
-    def stop(config):
+    def stop(config, stop=None):
         seen.update(summary(tmp_path / "run"))
         raise KeyboardInterrupt                                    # Ctrl-C in the warm-up
     monkeypatch.setattr(T, "prepare", stop)
@@ -76,6 +76,23 @@ def test_ctrl_c_while_the_files_are_written_marks_the_summary_interrupted(tmp_pa
     assert T.main(argv(tmp_path)) == 130
     info = summary(tmp_path)
     assert info["interrupted"] is True and info["steps_done"] == 4     # the numbers it had
+
+
+def test_a_ctrl_c_that_a_library_swallowed_still_stops_the_run(tmp_path, monkeypatch):
+    """The handler records the request; train() asks before every step, so a KeyboardInterrupt
+    lost inside a library (it happens inside imports) still ends the run with status 130."""
+    real_step, calls = T.grpo_step, []
+
+    def step(run):
+        calls.append(1)
+        if len(calls) == 2:
+            cli._CTRL_C.requested = True       # as the handler does; its raise was "lost"
+        return real_step(run)
+    monkeypatch.setattr(T, "grpo_step", step)
+    monkeypatch.setattr(cli._CTRL_C, "requested", False)
+    assert T.main(argv(tmp_path, steps=50)) == 130
+    info = summary(tmp_path)
+    assert info["interrupted"] is True and info["steps_done"] == 2
 
 
 def test_a_finished_run_logs_wall_time_and_accuracy(tmp_path, capsys):
