@@ -90,9 +90,11 @@ def _check_config(parser, args: dict) -> TrainConfig:
 class _CtrlC:
     """Ctrl-C, held while a file is written: the interrupt comes right after the write.
 
-    A Python-level SIGINT handler, not a blocked signal mask: with SIGINT masked in the main
-    thread, the kernel hands the signal to one of torch's threads, and CPython may not notice
-    it until much later. Python runs this handler in the main thread, between bytecodes.
+    A Python-level SIGINT handler (Python runs it in the main thread, between bytecodes), so
+    the signal itself is never masked. It also records the request in ``requested``: a
+    KeyboardInterrupt raised inside an import can be lost before it reaches the loop (seen
+    about one run in three when Ctrl-C came right after the folder appeared), and the loop
+    asks this flag before every step.
     """
 
     def __init__(self):
