@@ -48,16 +48,19 @@ def test_every_chapter_is_read_and_the_listings_are_found():
 
 
 def evaluate(source):
-    """Run a show_source cell, which must be one expression, and return what it displays as
+    """Run a show_source cell (imports, then one expression) and return what it displays as
     text (the text/plain that Jupyter stores for it)."""
     from IPython.core.formatters import format_display_data
 
     tree = ast.parse(source.strip(), mode="exec")
-    assert len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr), (
-        "a show_source cell should be one expression, so this test can recompute it: "
-        f"{source!r}")
-    value = eval(compile(ast.Expression(tree.body[0].value), "<cell>", "eval"),
-                 {"gl": gl, "show_source": show_source})
+    *imports, last = tree.body
+    assert isinstance(last, ast.Expr) and all(
+        isinstance(node, (ast.Import, ast.ImportFrom)) for node in imports), (
+        "a show_source cell should be imports and then one expression, so this test can "
+        f"recompute it: {source!r}")
+    namespace = {"gl": gl, "show_source": show_source}
+    exec(compile(ast.Module(body=imports, type_ignores=[]), "<cell>", "exec"), namespace)
+    value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
     data, _ = format_display_data(value)
     return data["text/plain"]
 
