@@ -106,10 +106,10 @@ def test_chapter_five_shows_the_verifiers_the_hostile_table_and_the_hack(site):
     page = (site / "chapters" / "05_rewards.html").read_text()
     text = html_lib.unescape(re.sub(r"<[^>]+>", "", page))
     assert "def accuracy_reward" in text and "def format_reward" in text   # the real source
-    assert "a power tower" in text and "1 MB of text" in text             # hostile strings
+    assert "a power tower" in text and "2 MB of text" in text             # hostile strings
     assert "weak reward rose by more than 0.2: True" in text               # the hack, live
     assert "true accuracy rose by less than 0.1: True" in text
-    assert "PASS: all 17 completions" in text                              # drill solution
+    assert "PASS: all 23 completions" in text                              # drill solution
     assert "tag_hide-input" in page
 
 
