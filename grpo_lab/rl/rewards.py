@@ -283,7 +283,8 @@ def normalise_then_sum(rewards, weights, *, eps: float = 1e-8, ddof: int = 0,
     say and a reward that is constant within a group adds exactly 0 there; the last step puts
     the sum on unit scale across all B*G completions, whatever K and the weights. TRL
     (``trl/trainer/grpo_trainer.py``, the ``normalize_then_sum`` branch, lines 2790-2799 at
-    TRL 1.16.0; tests/reference proves it) is ``normalise_then_sum(rewards, weights, eps=1e-4, ddof=1)``.
+    TRL 1.16.0; tests/reference proves it) is
+    ``normalise_then_sum(rewards, weights, eps=1e-4, ddof=1)``.
 
     >>> import grpo_lab as gl
     >>> acc = [[1, 0, 0, 1]]; fmt = [[1, 1, 0, 1]]
