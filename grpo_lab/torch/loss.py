@@ -118,7 +118,7 @@ def diagnostic_sums(ratio, lo, hi, per_token_kl, log_ratio, m, buf):
 
 def diagnostic_means(sums, lengths):
     """Each sum over the number of valid tokens, as a Python float (None stays None)."""
-    count = float(lengths.sum())                                    # divided in float64
+    count = float(lengths.detach().sum())                           # divided in float64
     return {key: None if s is None else float(s.detach()) / count for key, s in sums.items()}
 
 
