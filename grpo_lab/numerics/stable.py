@@ -32,7 +32,8 @@ __all__ = ["EPS_HEADROOM_BITS", "K3_SERIES_BELOW", "K3_SERIES_TERMS", "centred_d
            "check_block_input", "check_divide_or_zero_arguments", "check_log_ratio_arguments",
            "check_std_arguments",
            "divide_or_zero", "k3_from_log_ratio", "k3_series", "log_ratio", "logsumexp",
-           "masked_mean", "power_of_two_rescale", "scale_by_power_of_two", "std_from_deviations"]
+           "masked_mean", "power_of_two_exponent",
+           "power_of_two_rescale", "scale_by_power_of_two", "std_from_deviations"]
 
 #: Below this ``|d|``, k3 is summed as a series: ``expm1(-d) + d`` would lose -log2|d| bits.
 K3_SERIES_BELOW = 0.1
@@ -166,10 +167,22 @@ def power_of_two_rescale(x, *, eps=0.0):
     """
     x, _ = check_block_input("x", x, min_size=1)
     eps = check_real("eps", eps, minimum=0.0)
-    _, k = np.frexp(np.abs(x).max())                         # max|x| = m 2**k, 0.5 <= m < 1
+    k = power_of_two_exponent(np.abs(x).max(), eps=eps)
+    return np.ldexp(x, -k), k
+
+
+def power_of_two_exponent(largest, *, eps=0.0) -> int:
+    """The ``k`` of :func:`power_of_two_rescale` for a block whose largest ``|x|`` is ``largest``:
+    ``largest = m 2**k`` with ``0.5 <= m < 1``, raised so that ``eps / 2**k <= 2**1000``.
+
+    >>> import grpo_lab.numerics.stable as st
+    >>> st.power_of_two_exponent(6.0), st.power_of_two_exponent(1e-320, eps=1e-8)
+    (3, -1026)
+    """
+    _, k = np.frexp(largest)                                 # largest = m 2**k, 0.5 <= m < 1
     if eps > 0:                                              # eps / 2**k <= 2**1000
         k = max(k, np.frexp(eps)[1] - EPS_HEADROOM_BITS)
-    return np.ldexp(x, -k), int(k)
+    return int(k)
 
 
 def scale_by_power_of_two(x, k):

@@ -52,7 +52,7 @@ import warnings
 
 import numpy as np
 
-from grpo_lab.numerics.stable import EPS_HEADROOM_BITS
+from grpo_lab.numerics.stable import power_of_two_exponent
 from grpo_lab.core.advantages import check_group_advantages_arguments, group_advantages
 from grpo_lab.perf.advantages_numba import advantages_one_pass, kernel_or_none
 from grpo_lab.perf.blocks import (SHORT_ROWS, BlockBuffers, batch_factor, check_kernel_arrays,
@@ -135,9 +135,7 @@ def blocked_advantages_wide(rewards, out, eps=1e-8, scale="group", ddof=0, c=1.0
     hi, lo = float(np.max(rewards)), float(np.min(rewards))     # two passes, no temporaries
     if not (np.isfinite(hi) and np.isfinite(lo)):
         return None
-    k = int(np.frexp(max(abs(hi), abs(lo)))[1])                 # the reference's power of two
-    if eps > 0:                                                 # and eps / 2**k a float, too
-        k = max(k, int(np.frexp(eps)[1]) - EPS_HEADROOM_BITS)
+    k = power_of_two_exponent(max(abs(hi), abs(lo)), eps=eps)   # the reference's power of two
     with np.errstate(over="ignore"):
         eps_k = float(np.ldexp(eps, -k))                        # eps in the rescaled units
     buf = BlockBuffers(max(1, min(B, BLOCK_ELEMENTS // G)), G)
