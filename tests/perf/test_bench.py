@@ -34,22 +34,30 @@ def test_quick_run_writes_valid_json(tmp_path):
     rows = [r for r in report["results"] if r not in linear]
     impls = {(r["bench"], tuple(r["shape"]), r["impl"]) for r in rows}
     for shape in bench.QUICK_ADV_SIZES:
-        for impl in ("copy", "numpy plain formula", "numpy reference (gl.group_advantages)",
-                     "numpy fast (gl.group_advantages_fast)"):
+        for impl in ("copy", "new-array copy", "numpy plain formula",
+                     "numpy reference (gl.group_advantages)",
+                     "numpy fast (gl.group_advantages_fast)",
+                     "numpy fast, out= (gl.group_advantages_fast)"):
             assert ("group_advantages", shape, impl) in impls
     for r in rows:
         assert len(r["times_s"]) == 5 and all(t > 0 for t in r["times_s"])
         assert r["median_s"] == pytest.approx(float(np.median(r["times_s"])))
         if r["impl"] in ("copy", "torch copy"):
             assert r["ratio_to_copy"] == 1.0 and r["peak_extra_bytes"] is None
+        elif r["impl"] == "new-array copy":
+            assert r["ratio_to_copy"] > 0 and r["peak_extra_bytes"] is None
+        elif "out=" in r["impl"]:                    # writes into its buffer: no new array
+            assert r["ratio_to_copy"] > 0 and r["peak_extra_bytes"] < r["output_bytes"] / 10
         else:
             assert r["ratio_to_copy"] > 0 and r["peak_extra_bytes"] > 0
     # every NumPy implementation returns a (B, G) float32 array: its peak is at least that
     for r in rows:
-        if r["impl"].startswith("numpy"):
+        if r["impl"].startswith("numpy") and "out=" not in r["impl"]:
             assert r["peak_extra_bytes"] >= r["output_bytes"]
     whats = [s["what"] for s in report["summary"]]
-    assert any("group_advantages_fast" in w for w in whats)
+    for shape in bench.QUICK_ADV_SIZES:                  # like against like, both ways
+        assert f"group_advantages_fast {shape}, a new array, vs a new-array copy" in whats
+        assert f"group_advantages_fast {shape}, out=, vs a copy into an existing array" in whats
     assert "x copy" in proc.stdout and "wrote quick.json" in proc.stdout
     if "torch" in report["environment"]:
         assert_torch_rows_and_goals(report, proc.stdout)
