@@ -22,6 +22,22 @@ The numerics are the reference's, step for step, in float64:
 4. ``c / (std + eps)`` once per row, and each deviation multiplied by it, and ``1 / G`` once
    per call (each one rounding more than the reference's divisions, well inside 4 ulp).
 
+Two kernels share this plan. :func:`one_pass_rows` takes any float32/float64 row and
+``scale="none"``; it reads each row from the L1 cache three times (the sum, the squares, the
+write). :func:`float32_rows`, for float32 rewards with ``scale="group"`` (the common case),
+gets the sum and the sum of squares of the shifted row in the same loop and takes the variance
+as ``(sum d**2 - mean * sum d) / (G - ddof)``. That formula is the textbook example of
+cancellation, and here it is safe: a row's first value is within ``sqrt(G - 1)`` standard
+deviations of its mean, so ``sum d**2 <= G**2 var``, and the float64 rounding of the sums moves
+the variance by at most about ``G**2 * 2**-53`` of itself: ``2**-29`` at G = 4096, far below
+half a float32 step (``2**-24``). Past G = 4096 the float32 rows take :func:`one_pass_rows`.
+
+Division is the slowest arithmetic a core does (a float64 divide or square root takes several
+times an add, and one unit does both), so each row gets exactly one square root and one divide.
+``1 / G`` and ``1 / (G - ddof)`` are passed in, not computed in the kernel: with ``FASTMATH``
+the compiler may turn ``total * (1 / G)`` back into ``total / G``, and did (three divides a
+row, 1.7x slower at G = 8).
+
 A NaN or inf reward shows up in the row's sum of squares, and a result too large for the
 output dtype (``scale="none"``) in the check before it is stored; the kernel then stops and
 says so, and the reference reports the problem with its own message.
@@ -36,12 +52,16 @@ import math
 
 import numpy as np
 
-__all__ = ["advantages_one_pass", "kernel_or_none", "one_pass_rows"]
+__all__ = ["FLOAT32_MAX_G", "advantages_one_pass", "float32_rows", "kernel_or_none",
+           "one_pass_rows"]
 
-_KERNEL = []          # the compiled kernel, once built (or None without numba)
+_KERNEL = []          # the compiled kernels, once built (or None without numba)
+
+#: The largest G for which :func:`float32_rows` gets the variance from one loop (see above).
+FLOAT32_MAX_G = 4096
 
 
-def one_pass_rows(r, out, s, eps_s, ddof, c, none, t, limit):
+def one_pass_rows(r, out, s, eps_s, inv_g, inv_n, c, none, t, limit):
     """The row loop (compiled by :func:`kernel_or_none`): ``out[b] = A`` of row b, for every b.
 
     ========  ========  =====================================================================
@@ -51,7 +71,9 @@ def one_pass_rows(r, out, s, eps_s, ddof, c, none, t, limit):
     out       (B, G)    the advantages, written row by row
     s         scalar    the reference's ``2**-k`` (exact); 1 for float32
     eps_s     scalar    ``eps * 2**-k``: eps in the rescaled units
-    ddof, c   scalars   the std's ``ddof``; 1, or G / (G - 1) for leave-one-out
+    inv_g     scalar    ``1 / G``
+    inv_n     scalar    ``1 / (G - ddof)``: the std's denominator
+    c         scalar    1, or G / (G - 1) for leave-one-out
     none      bool      ``scale="none"``: ``c * (r - mean)``, scaled back by ``t = 2**k``
     limit     scalar    the largest finite value of out's dtype
     ========  ========  =====================================================================
@@ -60,7 +82,6 @@ def one_pass_rows(r, out, s, eps_s, ddof, c, none, t, limit):
     advantage larger than ``limit``).
     """
     B, G = r.shape
-    inv_g, inv_n = 1.0 / G, 1.0 / (G - ddof)              # multiplies, off the critical path
     for b in range(B):
         x0 = r[b, 0] * s                                   # the shift: the row's first value
         total = 0.0
@@ -91,20 +112,61 @@ def one_pass_rows(r, out, s, eps_s, ddof, c, none, t, limit):
     return -1
 
 
+def float32_rows(r, out, eps, inv_g, inv_n, c):
+    """:func:`one_pass_rows` for float32 rewards and ``scale="group"``: one loop for the sums.
+
+    ========  ========  =====================================================================
+    Symbol    Shape     Meaning
+    ========  ========  =====================================================================
+    r, out    (B, G)    float32 rewards, G <= :data:`FLOAT32_MAX_G`; the advantages
+    eps       scalar    eps (float32 rewards need no rescale)
+    inv_g     scalar    ``1 / G``
+    inv_n     scalar    ``1 / (G - ddof)``: the std's denominator
+    c         scalar    1, or G / (G - 1) for leave-one-out
+    ========  ========  =====================================================================
+
+    Returns -1, or the first row where the reference must decide (a NaN or inf reward, or
+    ``std + eps`` so small that ``c / (std + eps)`` is inf).
+    """
+    B, G = r.shape
+    for b in range(B):
+        x0 = np.float64(r[b, 0])                           # the shift: the row's first value
+        total = 0.0
+        ss = 0.0
+        for j in range(G):                                 # d = r - x0 is exact in float64
+            d = r[b, j] - x0
+            total += d
+            ss += d * d
+        if not math.isfinite(ss):                          # a NaN or inf reward
+            return b
+        mean = total * inv_g                               # mean of the shifted row
+        var = max((ss - total * mean) * inv_n, 0.0)        # sum (d - mean)^2 / (G - ddof)
+        den = math.sqrt(var) + eps                         # std + eps
+        factor = c / den if den > 0 else 0.0               # 0 / 0 is 0, as in the reference
+        if math.isinf(factor):                             # std + eps below 2**-1024
+            return b
+        offset = x0 + mean                                 # the row's mean, in float64
+        for j in range(G):                                 # A = c (r - mean) / (std + eps)
+            out[b, j] = (r[b, j] - offset) * factor
+    return -1
+
+
 #: Let the compiler reorder the sums (so it can add four or eight lanes at once) and fuse a
 #: multiply with an add; NaN and inf keep their meaning, so the checks above still hold.
 FASTMATH = {"reassoc", "contract"}
 
 
 def kernel_or_none():
-    """The compiled :func:`one_pass_rows` (Numba, cached on disk), or None without Numba."""
+    """The compiled kernels, ``(one_pass_rows, float32_rows)`` (Numba, cached on disk), or
+    None without Numba."""
     if not _KERNEL:
         try:
             import numba
         except ImportError:
             _KERNEL.append(None)
         else:
-            _KERNEL.append(numba.njit(cache=True, nogil=True, fastmath=FASTMATH)(one_pass_rows))
+            jit = numba.njit(cache=True, nogil=True, fastmath=FASTMATH)
+            _KERNEL.append((jit(one_pass_rows), jit(float32_rows)))
     return _KERNEL[0]
 
 
@@ -115,9 +177,14 @@ def advantages_one_pass(arr, out, eps, scale, ddof, c):
     Numba is missing. ``scale`` is ``"group"`` or ``"none"``; the arguments are checked by
     :func:`grpo_lab.group_advantages_fast`.
     """
-    kernel = kernel_or_none()
-    if kernel is None:
+    kernels = kernel_or_none()
+    if kernels is None:
         return None
+    G = arr.shape[1]
+    inv_g, inv_n = 1.0 / G, 1.0 / (G - ddof)      # computed here: see the module docstring
+    if arr.dtype == np.float32 and scale == "group" and G <= FLOAT32_MAX_G:
+        bad = kernels[1](arr, out, float(eps), inv_g, inv_n, c)
+        return out if bad < 0 else None
     k = 0
     if arr.dtype == np.float64:                            # the reference's power of two
         top = max(float(arr.max()), -float(arr.min()))    # two reads, no temporary
@@ -128,6 +195,6 @@ def advantages_one_pass(arr, out, eps, scale, ddof, c):
             return None
     with np.errstate(under="ignore"):
         eps_s = float(np.ldexp(eps, -k))                   # eps in the rescaled units
-    bad = kernel(arr, out, math.ldexp(1.0, -k), eps_s, ddof, c, scale == "none",
-                 math.ldexp(1.0, k), float(np.finfo(out.dtype).max))
+    bad = kernels[0](arr, out, math.ldexp(1.0, -k), eps_s, inv_g, inv_n, c, scale == "none",
+                     math.ldexp(1.0, k), float(np.finfo(out.dtype).max))
     return out if bad < 0 else None

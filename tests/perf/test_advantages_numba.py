@@ -82,3 +82,45 @@ def test_the_kernel_is_what_the_fast_path_calls(monkeypatch):
     gl.group_advantages_fast(np.ones((2, 4), np.float16))    # not float32/64: blocked path
     gl.group_advantages_fast(np.ones((2, 4)), scale="batch")  # batch: blocked path
     assert calls == [np.float32]
+
+
+@pytest.mark.parametrize("G", [2, 3, 8, 64, 1000, 4096, 4097])
+def test_float32_one_loop_variance_stays_within_one_ulp_where_it_cancels_most(G):
+    """float32_rows takes the variance as sum d^2 - mean * sum d: worst when the shift (the
+    row's first value) is far from the mean, and when the mean is large next to the spread."""
+    rng = np.random.default_rng(G)
+    rows = [1000 + 1e-3 * rng.normal(size=G),               # mean 1e6 spreads
+            rng.normal(size=G),
+            np.r_[1e4, np.zeros(G - 1)],                      # the shift is the outlier
+            np.r_[-3e4, 1e-2 * rng.normal(size=G - 1)],
+            rng.choice([0.0, 1.0], size=G)]
+    r = np.array(rows).astype(np.float32)
+    for ddof, baseline in ((0, "mean"), (1, "leave_one_out")):
+        ref = gl.group_advantages(r, ddof=ddof, baseline=baseline)
+        got = gl.group_advantages_fast(r, ddof=ddof, baseline=baseline)
+        assert ulps_apart(got, ref).max() <= 1, (G, ddof)
+
+
+def test_float32_rows_hand_a_tiny_eps_on_a_flat_row_to_the_reference():
+    r = np.float32([[2.5, 2.5, 2.5], [1, 2, 3]])
+    for eps in (1e-320, 5e-324):                             # c / eps is inf in float64
+        np.testing.assert_array_equal(gl.group_advantages_fast(r, eps),
+                                      gl.group_advantages(r, eps))
+    assert np.all(gl.group_advantages_fast(r, 1e-320)[0] == 0)
+
+
+def test_the_kernel_choice_follows_dtype_scale_and_group_size(monkeypatch):
+    calls = []
+    one_pass, float32 = numba_module.kernel_or_none()
+    monkeypatch.setattr(numba_module, "_KERNEL", [(
+        lambda *a: calls.append("one_pass_rows") or one_pass(*a),
+        lambda *a: calls.append("float32_rows") or float32(*a))])
+    cases = [((4, 8), np.float32, "group", "float32_rows"),
+             ((2, 4097), np.float32, "group", "one_pass_rows"),
+             ((4, 8), np.float32, "none", "one_pass_rows"),
+             ((4, 8), np.float64, "group", "one_pass_rows")]
+    for shape, dtype, scale, expected in cases:
+        calls.clear()
+        r = np.random.default_rng(0).normal(size=shape).astype(dtype)
+        gl.group_advantages_fast(r, scale=scale)
+        assert calls == [expected], (shape, dtype, scale)
