@@ -25,7 +25,7 @@ from grpo_lab.numerics.validate import check_int, check_real, describe
 from grpo_lab.rl.rewards import ANSWER, THINK
 
 __all__ = ["VOCAB", "PAD", "EOS", "MAX_NUMBER_TOKEN", "FORMAT_TOKENS", "Tokenizer", "TinyGPT",
-           "check_policy_arguments", "sample", "completion_logp"]
+           "check_policy_arguments", "completion_logp", "draw", "sample"]
 
 #: Numbers up to 99 are single tokens (GPT-4's tokenizer, cl100k, groups up to 3 digits), and
 #: so are the tags, as special tokens are in an LLM's tokenizer.
@@ -206,7 +206,7 @@ def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
         if temperature == 0:
             nxt = logits.argmax(dim=-1)                                    # (N,)
         else:
-            nxt = torch.multinomial(logprobs.exp(), 1, generator=generator).squeeze(1)  # (N,)
+            nxt = draw(logprobs.exp(), generator)                          # (N,)
         nxt = torch.where(done, torch.full_like(nxt, PAD), nxt)
         tokens.append(nxt)
         mask.append(~done)
@@ -219,6 +219,22 @@ def sample(model: TinyGPT, prompts: torch.Tensor, max_new_tokens: int, *,
             break
     out = (torch.stack(tokens, 1), torch.stack(mask, 1), torch.stack(logps, 1))
     return out + (torch.stack(entropies, 1),) if entropy else out
+
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row of ``probs`` (N, V), drawn by inverting the cumulative distribution.
+
+    One uniform number u per row, and the token is the first whose cumulative probability
+    passes u times the row's total: token v is drawn with probability p_v / sum(p), and a
+    token of probability 0 never (its cumulative sum equals its left neighbour's). It gives
+    the distribution ``torch.multinomial(probs, 1)`` gives, from N random numbers instead of
+    one per vocabulary entry (on CPU, 8x faster here).
+    """
+    cdf = probs.cumsum(dim=-1)                                             # (N, V)
+    u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device,
+                   dtype=cdf.dtype) * cdf[:, -1:]                          # (N, 1) in [0, total)
+    nxt = torch.searchsorted(cdf, u, right=True).squeeze(1)                # first cdf > u
+    return nxt.clamp_(max=probs.shape[1] - 1)                              # (N,)
 
 
 def completion_logp(model: TinyGPT, prompts: torch.Tensor, tokens: torch.Tensor,

@@ -94,13 +94,16 @@ def update(run: Run, batch: Rollout, adv: torch.Tensor) -> dict:
         with torch.no_grad():
             ref_logp = completion_logp(run.reference, prompts, batch.tokens, batch.mask,
                                        **shared)                                     # (N, T)
+    bonus = cfg.entropy_coef > 0         # the entropy costs a pass over (N, T, V): only if used
     for _ in range(cfg.inner_iters):
-        logp, entropy = completion_logp(run.policy, prompts, batch.tokens, batch.mask,
-                                        entropy=True, **shared)                       # (N, T)
+        logp = completion_logp(run.policy, prompts, batch.tokens, batch.mask, entropy=bonus,
+                               **shared)                                              # (N, T)
+        if bonus:
+            logp, entropy = logp
         loss, diag = glt.grpo_loss(logp, batch.old_logp, ref_logp, adv, batch.mask,
                                    eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta,
                                    kl=cfg.kl, agg=cfg.agg)
-        if cfg.entropy_coef > 0:         # the entropy bonus: - alpha * mean token entropy
+        if bonus:                        # the entropy bonus: - alpha * mean token entropy
             loss = loss - cfg.entropy_coef * entropy[batch.mask].mean()
         run.optimizer.zero_grad()
         loss.backward()

@@ -185,6 +185,32 @@ def test_greedy_sampling_is_deterministic():
     assert torch.equal(a, b) and (a == a[0]).all()           # same prompt, same greedy answer
 
 
+def test_draw_samples_each_token_with_its_probability():
+    """Inverse-CDF sampling: the frequencies of 400k draws sit within 5 standard errors of
+    the probabilities, rows need not sum to 1, and a token of probability 0 is never drawn."""
+    g = torch.Generator().manual_seed(0)
+    p = torch.tensor([[0.0, 0.1, 0.0, 0.6, 0.3, 0.0],             # zeros at both ends
+                      [2.0, 0.0, 0.0, 1.0, 0.0, 1.0]])             # unnormalised: sums to 4
+    n = 200_000
+    tokens = tp.draw(p.repeat(n, 1), g).view(n, 2)                 # (n, 2)
+    for row in range(2):
+        want = p[row] / p[row].sum()
+        got = torch.bincount(tokens[:, row], minlength=6).double() / n
+        se = torch.sqrt(want * (1 - want) / n).double()
+        assert torch.all((got - want).abs() <= 5 * se + 1e-12), (row, got, want)
+        assert torch.all(got[want == 0] == 0)
+    one_hot = torch.zeros(3, 5, dtype=torch.float64)
+    one_hot[[0, 1, 2], [4, 0, 2]] = 1.0                            # float64, certain tokens
+    assert tp.draw(one_hot, g).tolist() == [4, 0, 2]
+
+
+def test_draw_is_seeded():
+    p = torch.softmax(torch.randn(64, 10, generator=torch.Generator().manual_seed(1)), -1)
+    a = tp.draw(p, torch.Generator().manual_seed(3))
+    b = tp.draw(p, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+
+
 # --- the task -------------------------------------------------------------------------------------
 
 def test_task_split_is_disjoint_complete_and_seeded():
