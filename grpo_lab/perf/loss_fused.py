@@ -25,6 +25,12 @@ clip holds; see :func:`grpo_lab.surrogate_grad_logp` for the NumPy version). So 
 computed in the forward sweep while a block's values are in cache, and stored as the one
 (N, T) tensor the backward pass returns. The gradient flows to ``logp`` only (the other inputs
 are data in GRPO: the old and reference policies are frozen, the advantages come from rewards).
+
+Two routes compute the sweep. On CPU, for float32 and float64 inputs, a compiled Numba kernel
+(:mod:`grpo_lab.perf.loss_numba`, :func:`one_pass`) reads each token once and writes its
+gradient once, every other quantity living in registers. Elsewhere (CUDA, float16 and
+bfloat16 inputs, a machine without Numba) the rows are swept in blocks of torch operations
+(:func:`fused_block`), each a pass over a block small enough to stay in cache.
 """
 
 from __future__ import annotations
@@ -32,12 +38,13 @@ from __future__ import annotations
 import torch
 
 from grpo_lab.numerics.validate import cast_result
+from grpo_lab.perf import loss_numba
 from grpo_lab.torch.aggregation import row_weights
 from grpo_lab.torch.loss import (DIAGNOSTICS, check_loss_arguments, diagnostic_means,
                                  diagnostic_sums, grpo_loss)
 from grpo_lab.torch.surrogate import MAX_LOG_RATIO, clip_bounds
 
-__all__ = ["BLOCK_TOKENS", "Workspace", "fused_block", "grpo_loss_fused"]
+__all__ = ["BLOCK_TOKENS", "Workspace", "fused_block", "grpo_loss_fused", "one_pass"]
 
 #: Tokens per block of the fused sweep on CPU: 2**16 float32 values (256 KiB) per temporary.
 BLOCK_TOKENS = 1 << 16
@@ -119,12 +126,47 @@ def fused_block(lp, old, ref, a, m, w, grad, ws, eps_low, eps_high, beta, kl):
     return block_loss, sums
 
 
+def one_pass(logp, old_logp, ref_logp, adv, mask, w_rows, eps_low, eps_high, beta, kl):
+    """The Numba route: ``(grad, loss, sums)``, or None where it does not apply.
+
+    It applies on CPU to checked tensors all in the working dtype, float32 or float64 (the
+    mask too: :func:`grpo_lab.torch.check_loss_arguments` made it so), with Numba installed.
+    The kernel works on the tensors' NumPy views (contiguous ones are not copied) and writes
+    the gradient into a new (N, T) tensor, the only one. None also where the kernel found a
+    k3 argument its ``exp`` does not cover (:data:`grpo_lab.perf.loss_numba.EXP_LIMIT`).
+    """
+    tensors = [logp, old_logp, adv, mask] + ([] if ref_logp is None else [ref_logp])
+    work = mask.dtype
+    if (logp.device.type != "cpu" or work not in (torch.float32, torch.float64)
+            or any(t.dtype != work for t in tensors) or MAX_LOG_RATIO + 1 > loss_numba.EXP_LIMIT
+            or loss_numba.kernel_or_none() is None):
+        return None
+    lp, old, ref, a, m = (None if t is None else t.detach().contiguous().numpy()
+                          for t in (logp, old_logp, ref_logp, adv, mask))
+    grad = torch.empty(logp.shape, dtype=work)                      # the one (N, T) result
+    w = w_rows.to(torch.float64).expand(lp.shape[0]).contiguous().numpy()   # (N,)
+    lo, hi = clip_bounds(torch.tensor([-1.0, 1.0], dtype=work), eps_low, eps_high)
+    sums = loss_numba.loss_one_pass(lp, old, ref, a, m, grad.numpy(), w,
+                                    (float(lo[0]), float(hi[1])), beta, kl, MAX_LOG_RATIO)
+    if sums is None:
+        return None
+    return grad, torch.tensor(sums[0], dtype=work), torch.from_numpy(sums[1:])
+
+
 class FusedGRPOLoss(torch.autograd.Function):
-    """Forward: loss, diagnostic sums and the gradient, block by block. Backward: one multiply."""
+    """Forward: loss, diagnostic sums and the gradient, in one sweep (:func:`one_pass`) or
+    block by block. Backward: one multiply."""
 
     @staticmethod
     def forward(ctx, logp, old_logp, ref_logp, adv, mask, options):
         eps_low, eps_high, beta, kl, w_rows, work, block_rows = options
+        swept = one_pass(logp, old_logp, ref_logp, adv, mask, w_rows, eps_low, eps_high, beta,
+                         kl)
+        if swept is not None:
+            grad, loss, sums = swept
+            ctx.save_for_backward(grad)
+            ctx.mark_non_differentiable(sums)
+            return loss, sums
         N, T = logp.shape
         direct = logp.dtype == work                                  # write grad in place
         grad = torch.empty_like(logp)                                # the one (N, T) result
@@ -166,9 +208,11 @@ def grpo_loss_fused(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_hig
     that requires grad is a ``ValueError`` rather than a silently missing gradient. GSPO's
     ``level="sequence"`` couples the tokens of a sequence and is computed by the eager loss.
 
-    On CPU the rows are swept ``BLOCK_TOKENS`` tokens at a time, so every temporary is a
-    block, and the peak extra memory is the (N, T) gradient plus a few blocks; on CUDA the
-    blocks are 64 times larger, to keep the kernel launches few.
+    On CPU, float32 and float64 inputs are swept once by a compiled kernel (:func:`one_pass`):
+    the peak extra memory is the (N, T) gradient. Otherwise the rows are swept
+    ``BLOCK_TOKENS`` tokens at a time, so every temporary is a block, and the peak extra
+    memory is the gradient plus a few blocks; on CUDA the blocks are 64 times larger, to keep
+    the kernel launches few.
 
     >>> import torch, grpo_lab.perf.loss_fused as lf
     >>> logp = torch.log(torch.full((4, 3), 0.5)).requires_grad_()

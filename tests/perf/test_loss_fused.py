@@ -1,5 +1,6 @@
-"""The fused GRPO loss equals the torch mirror's eager loss (loss, gradient, diagnostics,
-errors), the eager loss equals NumPy, and the fused one needs a fraction of the memory."""
+"""The fused GRPO loss, on both its routes (the Numba kernel, the torch blocks), equals the
+torch mirror's eager loss (loss, gradient, diagnostics, errors), the eager loss equals NumPy, and
+the fused one needs a fraction of the memory."""
 
 import itertools
 import math
@@ -56,16 +57,26 @@ def assert_same(a, b, rtol, atol):
 
 # --- fused == eager ---------------------------------------------------------------------------
 
+@pytest.fixture(params=["numba", "torch"])
+def route(request, monkeypatch):
+    """Each test twice: the Numba kernel's route (where Numba is installed), the torch route."""
+    if request.param == "torch":
+        monkeypatch.setattr(lf.loss_numba, "kernel_or_none", lambda: None)
+    elif lf.loss_numba.kernel_or_none() is None:
+        pytest.skip("numba is not installed")
+    return request.param
+
+
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(map(str, o.values())))
 @pytest.mark.parametrize("per_token_adv", [False, True])
-def test_fused_equals_eager_float64(options, per_token_adv):
+def test_fused_equals_eager_float64(options, per_token_adv, route):
     x = inputs(per_token_adv=per_token_adv)
     assert_same(loss_and_grad(EAGER, *x, **options),
                 loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("options", OPTIONS[::5], ids=lambda o: "-".join(map(str, o.values())))
-def test_fused_equals_eager_float32(options):
+def test_fused_equals_eager_float32(options, route):
     x = inputs(N=64, T=300, dtype=torch.float32, seed=1)
     assert_same(loss_and_grad(EAGER, *x, **options),
                 loss_and_grad(lf.grpo_loss_fused, *x, **options), rtol=2e-5, atol=1e-7)
@@ -75,11 +86,12 @@ def test_fused_equals_eager_float32(options):
 def test_blocks_do_not_change_the_result(block_tokens, monkeypatch):
     x = inputs(N=13, T=9, seed=2)       # 13 rows: a ragged last block for most sizes
     expected = loss_and_grad(EAGER, *x)
+    monkeypatch.setattr(lf.loss_numba, "kernel_or_none", lambda: None)    # the torch route
     monkeypatch.setattr(lf, "BLOCK_TOKENS", block_tokens)
     assert_same(expected, loss_and_grad(lf.grpo_loss_fused, *x), rtol=1e-12, atol=1e-14)
 
 
-def test_no_reference_model():
+def test_no_reference_model(route):
     logp, old, _, adv, mask = inputs(seed=3)
     eager = loss_and_grad(EAGER, logp, old, None, adv, mask, beta=0.0)
     fused = loss_and_grad(lf.grpo_loss_fused, logp, old, None, adv, mask, beta=0.0)
@@ -87,7 +99,7 @@ def test_no_reference_model():
     assert fused[2]["mean_kl"] is None
 
 
-def test_clipped_and_clamped_tokens_pass_no_gradient():
+def test_clipped_and_clamped_tokens_pass_no_gradient(route):
     logp, old, ref, adv, mask = inputs(N=4, T=6, seed=4)
     mask[:] = True
     old = logp.clone()
@@ -123,7 +135,7 @@ def test_backward_scales_with_the_incoming_gradient():
     torch.testing.assert_close(leaf.grad, 3.0 * grad)
 
 
-def test_gradcheck_against_finite_differences():
+def test_gradcheck_against_finite_differences(route):
     logp, old, ref, adv, mask = inputs(N=4, T=5, seed=7, spread=0.05)   # no ratio near a clip
     leaf = logp.clone().requires_grad_()
     for options in ({"kl": "k3"}, {"kl": "k2", "agg": "dapo"}, {"kl": "k1", "agg": "dr_grpo"}):
@@ -231,7 +243,7 @@ def test_fused_refuses_a_gradient_it_would_not_compute():
 
 # --- memory ------------------------------------------------------------------------------------
 
-def test_fused_peak_memory_is_under_a_third_of_eager():
+def test_fused_peak_memory_is_under_a_third_of_eager(route):
     logp, old, ref, adv, mask = inputs(N=128, T=2048, dtype=torch.float32, seed=13)
     leaf = logp.clone().requires_grad_()
 
