@@ -234,16 +234,16 @@ def group_advantages_fast(rewards, eps=1e-8, *, scale="group", ddof=0, baseline=
 def check_out(out, arr, out_dtype):
     """``out`` of :func:`group_advantages_fast`: a writeable ndarray of the result's shape and
     dtype, not sharing memory with the rewards; returns it, or raises naming ``out``."""
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out: expected a NumPy array to write the advantages into, got "
-                        f"{type(out).__name__}")
+    if type(out) is not np.ndarray:               # a subclass (MaskedArray) has its own rules
+        raise TypeError(f"out: expected a NumPy array (numpy.ndarray itself) to write the "
+                        f"advantages into, got {type(out).__name__}")
     if out.shape != arr.shape or out.dtype != np.dtype(out_dtype):
         raise ValueError(f"out: expected an array of shape {arr.shape} and dtype "
                          f"{np.dtype(out_dtype)} (the rewards' shape and the result's dtype), "
                          f"got shape {out.shape} and dtype {out.dtype}")
     if not out.flags.writeable:
         raise ValueError("out: expected a writeable array, got a read-only one")
-    if np.may_share_memory(out, arr):                 # a bounds check: O(1), never misses
+    if np.may_share_memory(out, arr) and np.shares_memory(out, arr):   # bounds, then exact
         raise ValueError("out: expected an array that does not overlap rewards in memory "
                          "(the advantages are not computed in place)")
     return out

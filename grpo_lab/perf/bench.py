@@ -51,8 +51,9 @@ from grpo_lab.perf.bench_linear import LINEAR_SIZE, QUICK_LINEAR_SIZE, bench_fus
 from grpo_lab.perf.baselines import (TRL_EPS, loss_inputs, plain_advantages,
                                      trl_style_advantages, trl_style_loss)
 from grpo_lab.perf.goals import (COPY, COPY_NEW, FUSED_LOSS, GOAL_KEYS, MIRROR_ADV,
-                                  MIRROR_LOSS, NUMPY_FAST, NUMPY_FAST_OUT, NUMPY_PLAIN, NUMPY_REF, TORCH_COPY, TRITON_ADV,
-                                  TRITON_LOSS, TRL_ADV, TRL_LOSS, summary)
+                                  MIRROR_LOSS, NUMPY_FAST, NUMPY_FAST_OUT, NUMPY_PLAIN,
+                                  NUMPY_REF, TORCH_COPY, TRITON_ADV, TRITON_LOSS, TRL_ADV,
+                                  TRL_LOSS, summary)
 from grpo_lab.numerics.validate import check_int
 from grpo_lab.perf.measure import (forward_backward, peak_bytes_numpy, peak_bytes_torch,
                                    result_rows, time_round_robin, torch_mirror, torch_or_none)

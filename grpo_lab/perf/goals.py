@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import statistics
 
-__all__ = ["COPY", "COPY_NEW", "FUSED_LOSS", "GOAL_KEYS", "MIRROR_ADV", "MIRROR_LOSS", "NUMPY_FAST",
-           "NUMPY_FAST_OUT", "NUMPY_PLAIN", "NUMPY_REF", "TORCH_COPY", "TRITON_ADV", "TRITON_LOSS", "TRL_ADV",
-           "TRL_LOSS", "summary"]
+__all__ = ["COPY", "COPY_NEW", "FUSED_LOSS", "GOAL_KEYS", "MIRROR_ADV", "MIRROR_LOSS",
+           "NUMPY_FAST", "NUMPY_FAST_OUT", "NUMPY_PLAIN", "NUMPY_REF", "TORCH_COPY", "TRITON_ADV",
+           "TRITON_LOSS", "TRL_ADV", "TRL_LOSS", "summary"]
 
 COPY, TORCH_COPY = "copy", "torch copy"       # np.copyto / copy_ into an array already there
 COPY_NEW = "new-array copy"                   # np.copy: the output array is fresh memory

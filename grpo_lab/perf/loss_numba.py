@@ -39,6 +39,7 @@ so that a token on the edge of the clip is clipped (or not) as in the eager loss
 
 from __future__ import annotations
 
+import decimal
 import math
 
 import numpy as np
@@ -46,11 +47,16 @@ import numpy as np
 __all__ = ["EXP_LIMIT", "exp_expm1", "kernel_or_none", "loss_one_pass", "loss_rows",
            "token_terms"]
 
-#: :func:`exp_expm1` is good to a few ulp for ``|x| <= EXP_LIMIT`` (``2**n`` for |n| <= 30).
+#: :func:`exp_expm1` is good to 2 ulp for ``|x| <= EXP_LIMIT`` (``2**n`` for |n| <= 30).
 EXP_LIMIT = 21.0
 
 _LOG2_E = 1.0 / math.log(2.0)
-_LN2 = math.log(2.0)
+_LN2_DIGITS = decimal.Context(prec=50).ln(decimal.Decimal(2))           # ln 2 beyond float64
+# ln 2 in two parts (Cody and Waite): _LN2_HI has its low 20 bits zero, so n * _LN2_HI is exact
+# for |n| <= 2**20, and _LN2_LO holds the rest of ln 2 (beyond float64's ln 2, whose error
+# times n = 30 would cost 7 ulp); r = x - n ln 2 is then accurate to about 2**-53.
+_LN2_HI = float.fromhex("0x1.62e42fee00000p-1")
+_LN2_LO = float(_LN2_DIGITS - decimal.Decimal(_LN2_HI))   # the rest of ln 2, to 50 digits
 _SHIFT = 31                                   # 2**n = (1 << (n + 31)) * 2**-31, for |n| <= 30
 _UNSHIFT = 2.0 ** -_SHIFT
 _KL_CODES = {None: 0, "k1": 1, "k2": 2, "k3": 3}
@@ -61,7 +67,7 @@ _KERNEL = []          # the compiled kernel, once built (or None without numba)
 def exp_expm1(x):
     r"""``(e^x, e^x - 1)`` for ``|x| <= 21``, from additions and multiplications only."""
     n = math.floor(x * _LOG2_E + 0.5)                    # the nearest integer to x / ln 2
-    r = x - n * _LN2                                     # |r| <= ln 2 / 2: e^x = 2^n e^r
+    r = (x - n * _LN2_HI) - n * _LN2_LO                  # |r| <= ln 2 / 2: e^x = 2^n e^r
     q = r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (   # e^r - 1,
         1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (       # Horner
             1 / 3628800 + r * (1 / 39916800 + r * (1 / 479001600 + r / 6227020800))))))))))))
@@ -147,7 +153,7 @@ def loss_rows(lp, old, ref, adv, m, grad, w, per_token, lo_neg, hi_pos, beta, kl
             s_ratio += mt * ratio
             s_kl += mt * k
             s_akl += mt * akl
-            s_wild += wild
+            s_wild += mt * wild                         # padding's values do not matter
         if s_wild > 0:
             return i
         sums[0] += w_i * s_loss                         # the loss: sum_i w_i sum_t m l

@@ -226,13 +226,21 @@ def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch
 
     One uniform number u per row, and the token is the first whose cumulative probability
     passes u times the row's total: token v is drawn with probability p_v / sum(p), and a
-    token of probability 0 never (its cumulative sum equals its left neighbour's). It gives
-    the distribution ``torch.multinomial(probs, 1)`` gives, from N random numbers instead of
-    one per vocabulary entry (on CPU, 8x faster here).
+    token of probability 0 never (its cumulative sum equals its left neighbour's). The sums
+    and u are float64, so that tokens far below float32's resolution keep their chance. It
+    gives the distribution ``torch.multinomial(probs, 1)`` gives, from N random numbers
+    instead of one per vocabulary entry (on CPU, several times faster here). Like
+    ``multinomial``, it refuses a row that is not a distribution: a negative or non-finite
+    entry, or a total of 0 (a NaN in the logits of a diverged policy ends up here).
     """
-    cdf = probs.cumsum(dim=-1)                                             # (N, V)
+    cdf = probs.to(torch.float64).cumsum(dim=-1)                           # (N, V)
+    total = cdf[:, -1:]                                                    # (N, 1)
+    if not (bool(torch.isfinite(total).all()) and bool((total > 0).all())
+            and bool((probs >= 0).all())):
+        raise ValueError("probs: expected non-negative, finite rows with a positive total "
+                         "(a distribution over the vocabulary), got a row that is not one")
     u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device,
-                   dtype=cdf.dtype) * cdf[:, -1:]                          # (N, 1) in [0, total)
+                   dtype=torch.float64) * total                            # (N, 1) in [0, total)
     nxt = torch.searchsorted(cdf, u, right=True).squeeze(1)                # first cdf > u
     return nxt.clamp_(max=probs.shape[1] - 1)                              # (N,)
 

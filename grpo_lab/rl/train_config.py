@@ -57,8 +57,10 @@ class TrainConfig:
     eps_low: float = 0.2
     eps_high: float | None = 0.28     # DAPO's clip-higher; None: PPO's symmetric clip
     # KL weight: DeepSeekMath used 0.04. Here the reference is the warm-up policy, which guesses
-    # every sum alike, so its pull keeps the policy trying answers it has not found yet; at 0.04
-    # (or 0) the entropy collapses sooner and accuracy stalls lower on this task.
+    # every sum alike, so its pull keeps the policy trying answers it has not found yet. Chosen
+    # on 300-step runs (one thread): with 0.4, seeds 0-7 all ended at 91% held-out or more;
+    # with 0.04 (before the sampler change), 1 of seeds 0-4 passed 90%; with 0, no seed of 0-3
+    # passed 65%, and the entropy fell to ~0.02 nats.
     beta: float = 0.4
     entropy_coef: float = 0.0         # entropy bonus alpha: loss - alpha * mean token entropy
     kl: str = "k3"

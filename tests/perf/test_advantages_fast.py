@@ -290,7 +290,7 @@ def test_out_receives_the_same_result_and_is_returned(dtype, options):
     np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))   # bit for bit
 
 
-def test_out_is_filled_where_the_reference_decides():
+def test_out_where_the_reference_decides_same_error_and_longdouble_filled():
     big = np.array([[3e38, -3e38]], np.float32)        # c (r - mean) = 6e38: no float32
     options = dict(scale="none", baseline="leave_one_out")
     with pytest.raises(ValueError) as a:
@@ -306,6 +306,7 @@ def test_out_is_filled_where_the_reference_decides():
 
 @pytest.mark.parametrize("out, kind, words", [
     ([[0.0] * 4] * 3, TypeError, "out: expected a NumPy array"),
+    (np.ma.zeros((3, 4), np.float32), TypeError, "got MaskedArray"),
     (np.empty((3, 5), np.float32), ValueError, "out: expected an array of shape (3, 4)"),
     (np.empty((3, 4), np.float64), ValueError, "dtype float32"),
 ])
@@ -324,6 +325,10 @@ def test_read_only_or_overlapping_out_is_refused():
         gl.group_advantages_fast(r, out=frozen)
     with pytest.raises(ValueError, match="out: expected an array that does not overlap"):
         gl.group_advantages_fast(r, out=r)
+    both = np.zeros((3, 8), np.float32)                    # interleaved views, no overlap
+    both[:, 0::2] = r
+    got = gl.group_advantages_fast(both[:, 0::2], out=both[:, 1::2])
+    np.testing.assert_array_equal(got, gl.group_advantages_fast(r))
 
 
 def test_non_contiguous_out_gets_the_same_values():

@@ -204,6 +204,27 @@ def test_draw_samples_each_token_with_its_probability():
     assert tp.draw(one_hot, g).tolist() == [4, 0, 2]
 
 
+@pytest.mark.parametrize("row", [[0.0, 0.0, 0.0], [float("nan"), 0.5, 0.5],
+                                 [float("inf"), 1.0, 0.0], [0.5, -0.1, 0.6]])
+def test_draw_refuses_a_row_that_is_not_a_distribution(row):
+    p = torch.tensor([[0.2, 0.3, 0.5], row])
+    with pytest.raises(ValueError, match="probs: expected non-negative, finite rows"):
+        tp.draw(p)
+
+
+def test_draw_keeps_tokens_below_float32_resolution(monkeypatch):
+    """Token 1 has probability 1e-9 / (1 + 1e-9): in float32, 1 + 1e-9 == 1 and its interval
+    would be empty. A uniform number that lands inside it must draw it."""
+    p = torch.tensor([[1.0, 1e-9]], dtype=torch.float32)
+    inside = (1.0 + 0.5e-9) / (1.0 + 1e-9)                       # u * total in (1, 1 + 1e-9)
+    real_rand = torch.rand
+    monkeypatch.setattr(tp.torch, "rand", lambda *a, **k: torch.full(
+        a, inside, dtype=k.get("dtype", torch.float32)))
+    assert tp.draw(p).tolist() == [1]
+    monkeypatch.setattr(tp.torch, "rand", real_rand)
+    assert tp.draw(p, torch.Generator().manual_seed(0)).tolist() == [0]
+
+
 def test_draw_is_seeded():
     p = torch.softmax(torch.randn(64, 10, generator=torch.Generator().manual_seed(1)), -1)
     a = tp.draw(p, torch.Generator().manual_seed(3))
