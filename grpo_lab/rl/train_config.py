@@ -48,7 +48,7 @@ class TrainConfig:
     warmup_batch: int = 64
     warmup_lr: float = 3e-3
     # GRPO: the command line's full run. Chapter 6 runs 250 of these steps, to build quickly.
-    steps: int = 400
+    steps: int = 450
     prompts_per_step: int = 32        # B
     group_size: int = 16              # G: completions per prompt
     inner_iters: int = 4              # mu: updates per batch; > 1 makes the ratio matter
