@@ -59,12 +59,22 @@ def assert_same(a, b, rtol, atol):
 
 @pytest.fixture(params=["numba", "torch"])
 def route(request, monkeypatch):
-    """Each test twice: the Numba kernel's route (where Numba is installed), the torch route."""
+    """Each test twice: the Numba kernel's route (where Numba is installed), the torch route;
+    afterwards, that the route named is the one every call took."""
     if request.param == "torch":
         monkeypatch.setattr(lf.loss_numba, "kernel_or_none", lambda: None)
     elif lf.loss_numba.kernel_or_none() is None:
         pytest.skip("numba is not installed")
-    return request.param
+    taken, one_pass = [], lf.one_pass
+
+    def record(*args):
+        result = one_pass(*args)
+        taken.append(result is not None)                 # True: the kernel computed the call
+        return result
+    monkeypatch.setattr(lf, "one_pass", record)
+    yield request.param
+    assert taken, "the fused loss was never called"
+    assert all(taken) if request.param == "numba" else not any(taken), (request.param, taken)
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(map(str, o.values())))
