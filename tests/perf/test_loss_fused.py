@@ -20,14 +20,23 @@ from grpo_lab.perf.measure import forward_backward, peak_bytes_torch  # noqa: E4
 EAGER = glt.grpo_loss          # the one eager torch loss: the mirror
 
 
-def inputs(N=12, T=9, dtype=torch.float64, seed=0, per_token_adv=False, spread=0.3):
+def inputs(N=12, T=9, dtype=torch.float64, seed=0, per_token_adv=False, spread=0.3,
+           ragged="prefix"):
+    """Seeded (logp, old, ref, adv, mask); ``ragged``: "prefix" (valid prefixes), "holes"
+    (0/1 anywhere, a valid token in every row) or "full"."""
     gen = torch.Generator().manual_seed(seed)
     logp = -2.0 + 0.5 * torch.randn(N, T, generator=gen, dtype=torch.float64)
     old = logp + spread * torch.randn(N, T, generator=gen, dtype=torch.float64)
     ref = logp + 0.2 * torch.randn(N, T, generator=gen, dtype=torch.float64)
     adv = torch.randn((N, T) if per_token_adv else (N,), generator=gen, dtype=torch.float64)
-    lengths = torch.randint(1, T + 1, (N,), generator=gen)
-    mask = torch.arange(T)[None, :] < lengths[:, None]
+    if ragged == "prefix":
+        lengths = torch.randint(1, T + 1, (N,), generator=gen)
+        mask = torch.arange(T)[None, :] < lengths[:, None]
+    elif ragged == "holes":
+        mask = torch.rand(N, T, generator=gen) < 0.6
+        mask[torch.arange(N), torch.randint(0, T, (N,), generator=gen)] = True
+    else:
+        mask = torch.ones(N, T, dtype=torch.bool)
     return [t.to(dtype) for t in (logp, old, ref, adv)] + [mask]
 
 
@@ -50,7 +59,7 @@ def assert_same(a, b, rtol, atol):
     assert da.keys() == db.keys()
     for key in da:
         if da[key] is None:
-            assert db[key] is None
+            assert db[key] is None, key
         else:
             assert db[key] == pytest.approx(da[key], rel=rtol, abs=atol), key
 

@@ -15,46 +15,9 @@ import grpo_lab.perf.loss_fused as lf  # noqa: E402
 import grpo_lab.perf.loss_numba as ln  # noqa: E402
 import grpo_lab.torch as glt  # noqa: E402
 from grpo_lab.torch.surrogate import MAX_LOG_RATIO  # noqa: E402
+from tests.perf.test_loss_fused import assert_same, inputs, loss_and_grad  # noqa: E402
 
 TOLERANCE = {torch.float64: dict(rtol=1e-12, atol=1e-14), torch.float32: dict(rtol=2e-5, atol=1e-7)}
-
-
-def inputs(N, T, dtype, seed, per_token_adv=False, spread=0.3, ragged="prefix"):
-    """Seeded (logp, old, ref, adv, mask); ``ragged``: "prefix" (valid prefixes), "holes"
-    (0/1 anywhere, a valid token in every row) or "full"."""
-    gen = torch.Generator().manual_seed(seed)
-    logp = -2.0 + 0.5 * torch.randn(N, T, generator=gen, dtype=torch.float64)
-    old = logp + spread * torch.randn(N, T, generator=gen, dtype=torch.float64)
-    ref = logp + 0.2 * torch.randn(N, T, generator=gen, dtype=torch.float64)
-    adv = torch.randn((N, T) if per_token_adv else (N,), generator=gen, dtype=torch.float64)
-    if ragged == "prefix":
-        lengths = torch.randint(1, T + 1, (N,), generator=gen)
-        mask = torch.arange(T)[None, :] < lengths[:, None]
-    elif ragged == "holes":
-        mask = torch.rand(N, T, generator=gen) < 0.6
-        mask[torch.arange(N), torch.randint(0, T, (N,), generator=gen)] = True
-    else:
-        mask = torch.ones(N, T, dtype=torch.bool)
-    return [t.to(dtype) for t in (logp, old, ref, adv)] + [mask]
-
-
-def loss_and_grad(fn, logp, old, ref, adv, mask, **options):
-    leaf = logp.detach().clone().requires_grad_()
-    loss, diagnostics = fn(leaf, old, ref, adv, mask, **options)
-    loss.backward()
-    return loss.detach(), leaf.grad, diagnostics
-
-
-def assert_same(a, b, rtol, atol):
-    (la, ga, da), (lb, gb, db) = a, b
-    torch.testing.assert_close(la, lb, rtol=rtol, atol=atol)
-    torch.testing.assert_close(ga, gb, rtol=rtol, atol=atol)
-    assert da.keys() == db.keys()
-    for key in da:
-        if da[key] is None:
-            assert db[key] is None, key
-        else:
-            assert db[key] == pytest.approx(da[key], rel=rtol, abs=atol), key
 
 
 @pytest.fixture
