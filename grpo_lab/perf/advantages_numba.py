@@ -36,7 +36,7 @@ Division is the slowest arithmetic a core does (a float64 divide or square root 
 times an add, and one unit does both), so each row gets exactly one square root and one divide.
 ``1 / G`` and ``1 / (G - ddof)`` are passed in, not computed in the kernel: with ``FASTMATH``
 the compiler may turn ``total * (1 / G)`` back into ``total / G``, and did (three divides a
-row, 1.7x slower at G = 8).
+row; passing them in made the kernel about 1.15x faster at G = 8).
 
 A NaN or inf reward shows up in the row's sum of squares, and a result too large for the
 output dtype (``scale="none"``) in the check before it is stored; the kernel then stops and
@@ -133,8 +133,8 @@ def float32_rows(r, out, eps, inv_g, inv_n, c):
         x0 = np.float64(r[b, 0])                           # the shift: the row's first value
         total = 0.0
         ss = 0.0
-        for j in range(G):                                 # d = r - x0 is exact in float64
-            d = r[b, j] - x0
+        for j in range(G):                                 # d = r - x0: exact in float64
+            d = r[b, j] - x0                               # unless exponents differ by > 29
             total += d
             ss += d * d
         if not math.isfinite(ss):                          # a NaN or inf reward
