@@ -137,7 +137,7 @@ def _summary(config, run, seconds: float) -> dict:
         return {"start_held_out_accuracy": start.get("accuracy"),
                 "start_held_out_format": start.get("format"),
                 "final_held_out_accuracy": None, "final_held_out_format": None,
-                "steps_done": 0, "interrupted": True, "seconds": round(seconds, 1),
+                "steps_done": 0, "interrupted": True, "seconds": round(seconds, 3),
                 "config": dataclasses.asdict(config)}
     return loop.summary(run)
 
@@ -219,7 +219,7 @@ def _run(parser, out: Path, quiet: bool, config: TrainConfig) -> int:
         info = _summary(config, run, time.perf_counter() - began)
         _write_json(out / "summary.json", info)
         state = "interrupted (Ctrl-C) after" if run.interrupted else "finished"
-        print(f"\n{state} {info['steps_done']} GRPO steps; wall time {info['seconds']} s\n"
+        print(f"\n{state} {info['steps_done']} GRPO steps; wall time {info['seconds']:.3g} s\n"
               f"  held-out accuracy: {info['start_held_out_accuracy']:.1%} after the format "
               f"warm-up -> {info['final_held_out_accuracy']:.1%}\n"
               f"  held-out format:   {info['start_held_out_format']:.1%} -> "

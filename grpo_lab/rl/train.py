@@ -234,7 +234,7 @@ def summary(run: Run) -> dict:
         "final_held_out_format": run.final["format"],
         "steps_done": run.history[-1]["step"],
         "interrupted": run.interrupted,
-        "seconds": round(run.seconds, 1),
+        "seconds": round(run.seconds, 3),     # ms: a tiny run can take < 0.05 s
         "config": dataclasses.asdict(run.config),
     }
 

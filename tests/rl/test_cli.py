@@ -101,7 +101,7 @@ def test_a_finished_run_logs_wall_time_and_accuracy(tmp_path, capsys):
     assert info["interrupted"] is False and info["steps_done"] == 4
     assert info["seconds"] > 0 and 0 <= info["final_held_out_accuracy"] <= 1
     out = capsys.readouterr().out
-    assert f"finished 4 GRPO steps; wall time {info['seconds']} s" in out
+    assert f"finished 4 GRPO steps; wall time {info['seconds']:.3g} s" in out
     assert f"-> {info['final_held_out_accuracy']:.1%}" in out
     assert not list(tmp_path.glob("*.partial*"))                    # nothing half-written
 
