@@ -38,6 +38,12 @@ times an add, and one unit does both), so each row gets exactly one square root 
 the compiler may turn ``total * (1 / G)`` back into ``total / G``, and did (three divides a
 row; passing them in made the kernel about 1.15x faster at G = 8).
 
+Even one square root and one divide a row are the bottleneck when rows are short. Each waits
+for its row's sums and the row's writes wait for it, and a core can only look so far ahead, so
+row by row it runs them one at a time. :func:`float32_rows` therefore takes the sums of
+:data:`ROWS` rows first, then all their square roots and divides in one fixed loop (vector
+instructions, several rows each), then writes the rows: about 1.3x faster at G = 8 and G = 64.
+
 A NaN or inf reward shows up in the row's sum of squares, and a result too large for the
 output dtype (``scale="none"``) in the check before it is stored; the kernel then stops and
 says so, and the reference reports the problem with its own message.
@@ -52,13 +58,20 @@ import math
 
 import numpy as np
 
-__all__ = ["FLOAT32_MAX_G", "advantages_one_pass", "float32_rows", "kernel_or_none",
-           "one_pass_rows"]
+__all__ = ["BLOCKED_MAX_G", "FLOAT32_MAX_G", "ROWS", "advantages_one_pass", "float32_rows",
+           "kernel_or_none", "one_pass_rows"]
 
 _KERNEL = []          # the compiled kernels, once built (or None without numba)
 
 #: The largest G for which :func:`float32_rows` gets the variance from one loop (see above).
 FLOAT32_MAX_G = 4096
+
+#: Rows per block in :func:`float32_rows`, and the largest G it blocks: 32 rows of 128 float32
+#: rewards are 16 KiB, in the L1 cache. Measured at (1048576, 8) against 8, 16, 64, 128 and
+#: 256 rows: 32 was fastest (a fixed loop of 32 is unrolled into vector instructions; longer
+#: ones stay loops). At G = 256 and 2048 blocking was slower than row by row.
+ROWS = 32
+BLOCKED_MAX_G = 128
 
 
 def one_pass_rows(r, out, s, eps_s, inv_g, inv_n, c, none, t, limit):
@@ -113,7 +126,8 @@ def one_pass_rows(r, out, s, eps_s, inv_g, inv_n, c, none, t, limit):
 
 
 def float32_rows(r, out, eps, inv_g, inv_n, c):
-    """:func:`one_pass_rows` for float32 rewards and ``scale="group"``: one loop for the sums.
+    """:func:`one_pass_rows` for float32 rewards and ``scale="group"``: one loop for the sums,
+    and :data:`ROWS` rows at a time.
 
     ========  ========  =====================================================================
     Symbol    Shape     Meaning
@@ -125,28 +139,70 @@ def float32_rows(r, out, eps, inv_g, inv_n, c):
     c         scalar    1, or G / (G - 1) for leave-one-out
     ========  ========  =====================================================================
 
-    Returns -1, or the first row where the reference must decide (a NaN or inf reward, or
-    ``std + eps`` so small that ``c / (std + eps)`` is inf).
+    For G <= :data:`BLOCKED_MAX_G` the rows go in blocks of :data:`ROWS`: the block's sums
+    first, then its square roots and divisions in one loop of fixed length (the compiler
+    issues them as vector instructions, several rows at once), then its writes. Past that
+    G (and for the last ``B % ROWS`` rows) each row is done whole, as in :func:`one_pass_rows`.
+
+    Returns -1, or a row at or before the first row where the reference must decide (a NaN or
+    inf reward, or ``std + eps`` so small that ``c / (std + eps)`` is inf).
     """
     B, G = r.shape
-    for b in range(B):
-        x0 = np.float64(r[b, 0])                           # the shift: the row's first value
+    tot = np.empty(ROWS)                                   # a block's sums of d = r - x0,
+    ssq = np.empty(ROWS)                                   # its sums of d**2,
+    fac = np.empty(ROWS)                                   # c / (std + eps) of each row,
+    off = np.empty(ROWS)                                   # and each row's mean
+    blocked = B - B % ROWS if G <= BLOCKED_MAX_G else 0
+    for b0 in range(0, blocked, ROWS):
+        for i in range(ROWS):                              # 1. the sums, a row at a time
+            x0 = np.float64(r[b0 + i, 0])                  # the shift: the row's first value
+            total = 0.0
+            ss = 0.0
+            for j in range(G):                             # d = r - x0: exact in float64
+                d = r[b0 + i, j] - x0                      # unless exponents differ by > 29
+                total += d
+                ss += d * d
+            tot[i] = total
+            ssq[i] = ss
+            off[i] = x0
+        finite = True
+        for i in range(ROWS):
+            finite = finite and math.isfinite(ssq[i])
+        if not finite:                                     # a NaN or inf reward
+            return b0
+        for i in range(ROWS):                              # 2. the block's roots and divides
+            mean = tot[i] * inv_g                          # mean of the shifted row
+            var = max((ssq[i] - tot[i] * mean) * inv_n, 0.0)   # sum (d - mean)^2 / (G - ddof)
+            den = math.sqrt(var) + eps                     # std + eps
+            fac[i] = c / den if den > 0 else 0.0           # 0 / 0 is 0, as in the reference
+            off[i] = off[i] + mean                         # the row's mean, in float64
+        for i in range(ROWS):
+            finite = finite and not math.isinf(fac[i])
+        if not finite:                                     # std + eps below 2**-1024
+            return b0
+        for i in range(ROWS):                              # 3. A = c (r - mean) / (std + eps)
+            factor = fac[i]
+            offset = off[i]
+            for j in range(G):
+                out[b0 + i, j] = (r[b0 + i, j] - offset) * factor
+    for b in range(blocked, B):                            # the same, one row at a time
+        x0 = np.float64(r[b, 0])
         total = 0.0
         ss = 0.0
-        for j in range(G):                                 # d = r - x0: exact in float64
-            d = r[b, j] - x0                               # unless exponents differ by > 29
+        for j in range(G):
+            d = r[b, j] - x0
             total += d
             ss += d * d
-        if not math.isfinite(ss):                          # a NaN or inf reward
+        if not math.isfinite(ss):
             return b
-        mean = total * inv_g                               # mean of the shifted row
-        var = max((ss - total * mean) * inv_n, 0.0)        # sum (d - mean)^2 / (G - ddof)
-        den = math.sqrt(var) + eps                         # std + eps
-        factor = c / den if den > 0 else 0.0               # 0 / 0 is 0, as in the reference
-        if math.isinf(factor):                             # std + eps below 2**-1024
+        mean = total * inv_g
+        var = max((ss - total * mean) * inv_n, 0.0)
+        den = math.sqrt(var) + eps
+        factor = c / den if den > 0 else 0.0
+        if math.isinf(factor):
             return b
-        offset = x0 + mean                                 # the row's mean, in float64
-        for j in range(G):                                 # A = c (r - mean) / (std + eps)
+        offset = x0 + mean
+        for j in range(G):
             out[b, j] = (r[b, j] - offset) * factor
     return -1
 

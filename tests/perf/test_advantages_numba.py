@@ -124,3 +124,43 @@ def test_the_kernel_choice_follows_dtype_scale_and_group_size(monkeypatch):
         r = np.random.default_rng(0).normal(size=shape).astype(dtype)
         gl.group_advantages_fast(r, scale=scale)
         assert calls == [expected], (shape, dtype, scale)
+
+
+@pytest.mark.parametrize("shape", [(31, 8), (32, 8), (33, 8), (95, 2), (64, 128), (65, 129),
+                                   (40, 64)])
+def test_float32_blocks_and_the_rows_after_them_match_the_reference(shape):
+    """float32_rows does 32 rows at a time for G <= 128 and the last B % 32 rows (and every row
+    past G = 128) one at a time: both within 1 ulp, all-equal rows exactly 0 in both."""
+    assert numba_module.ROWS == 32 and numba_module.BLOCKED_MAX_G == 128
+    B, G = shape
+    rng = np.random.default_rng(B * G)
+    r = (3 * rng.normal(size=shape) + 1).astype(np.float32)
+    r[5::11, 0] += 1e4                                       # the shift far from the mean
+    r[::7] = r[::7, :1]                                      # all-equal rows, in blocks and tail
+    for ddof, baseline in ((0, "mean"), (1, "leave_one_out")):
+        ref = gl.group_advantages(r, ddof=ddof, baseline=baseline)
+        got = gl.group_advantages_fast(r, ddof=ddof, baseline=baseline)
+        assert ulps_apart(got, ref).max() <= 1, (shape, ddof)
+        assert np.all(got[::7] == 0.0)
+
+
+@pytest.mark.parametrize("row", [0, 31, 40, 64, 66])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, "flat"])
+def test_a_bad_row_in_a_block_or_after_the_blocks_goes_to_the_reference(row, bad):
+    """Rows 0-63 are in blocks, 64-66 after them: a NaN or inf reward, or a flat row whose
+    c / eps is inf, makes the kernel hand the whole call to the reference."""
+    r = np.random.default_rng(row).normal(size=(67, 8)).astype(np.float32)
+    eps = 1e-8
+    if bad == "flat":
+        r[row] = 2.5
+        eps = 1e-320                                         # c / eps is inf in float64
+    else:
+        r[row, 3] = bad
+    assert numba_module.advantages_one_pass(r, np.empty_like(r), eps, "group", 0, 1.0) is None
+    if bad == "flat":
+        got = gl.group_advantages_fast(r, eps)
+        np.testing.assert_array_equal(got, gl.group_advantages(r, eps))
+        assert np.all(got[row] == 0)
+    else:
+        with pytest.raises(ValueError, match=rf"^rewards: .*index \({row}, 3\)"):
+            gl.group_advantages_fast(r)
