@@ -42,7 +42,8 @@ Even one square root and one divide a row are the bottleneck when rows are short
 for its row's sums and the row's writes wait for it, and a core can only look so far ahead, so
 row by row it runs them one at a time. :func:`float32_rows` therefore takes the sums of
 :data:`ROWS` rows first, then all their square roots and divides in one fixed loop (vector
-instructions, several rows each), then writes the rows: about 1.3x faster at G = 8 and G = 64.
+instructions, several rows each), then writes the rows: 1.2-1.3x faster at G = 8 to 64 on
+arrays the caches have just seen, 1.1x at G = 8 in the bench's rounds (arrays cold).
 
 A NaN or inf reward shows up in the row's sum of squares, and a result too large for the
 output dtype (``scale="none"``) in the check before it is stored; the kernel then stops and

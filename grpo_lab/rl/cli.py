@@ -130,6 +130,11 @@ def _write_json(path: Path, info: dict) -> None:
         os.replace(partial, path)
 
 
+def _seconds(seconds: float) -> str:
+    """Wall time for the last lines printed: 0.1 s steps, milliseconds under a second."""
+    return f"{seconds:.3f}" if seconds < 1 else f"{seconds:.1f}"
+
+
 def _summary(config, run, seconds: float) -> dict:
     """summary.json: a finished run's numbers, or what an interrupted one got to."""
     if run is None or not hasattr(run, "final"):       # stopped before GRPO could start
@@ -219,7 +224,8 @@ def _run(parser, out: Path, quiet: bool, config: TrainConfig) -> int:
         info = _summary(config, run, time.perf_counter() - began)
         _write_json(out / "summary.json", info)
         state = "interrupted (Ctrl-C) after" if run.interrupted else "finished"
-        print(f"\n{state} {info['steps_done']} GRPO steps; wall time {info['seconds']:.3g} s\n"
+        print(f"\n{state} {info['steps_done']} GRPO steps; "
+              f"wall time {_seconds(info['seconds'])} s\n"
               f"  held-out accuracy: {info['start_held_out_accuracy']:.1%} after the format "
               f"warm-up -> {info['final_held_out_accuracy']:.1%}\n"
               f"  held-out format:   {info['start_held_out_format']:.1%} -> "
