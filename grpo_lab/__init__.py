@@ -152,6 +152,8 @@ _MODULES = {
     "book": "grpo_lab.book",
     "drills": "grpo_lab.drills",
     "torch": "grpo_lab.torch",
+    "paper": "grpo_lab.core.paper",
+    "hf": "grpo_lab.hf",
 }
 __all__ += [name for name in _MODULES if name not in __all__]
 
