@@ -38,11 +38,15 @@ from grpo_lab.torch.kl import kl_estimate
 from grpo_lab.torch.loss import check_loss_arguments, diagnostic_means, diagnostic_sums
 from grpo_lab.torch.surrogate import clip_bounds, probability_ratio
 
-__all__ = ["CHUNK_TOKENS", "LOSS_TYPES", "check_fused_linear_arguments", "chunk_loss_grad",
-           "fused_linear_grpo_loss"]
+__all__ = ["CHUNK_TOKENS", "ID_DTYPES", "LOSS_TYPES", "check_fused_linear_arguments",
+           "check_no_grad", "chunk_loss_grad", "fused_linear_grpo_loss"]
 
 #: Valid tokens per chunk: at V = 32000 a float32 chunk of logits is 256 x 32000 x 4 = 33 MB.
 CHUNK_TOKENS = 256
+
+#: The dtypes ``ids`` may have: torch's integers with full operator support (its uint16, uint32
+#: and uint64 lack them; bool is not a token id). They are widened to int64 for ``gather``.
+ID_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 #: The aggregations both this loss and Liger's support (TRL's ``loss_type`` names).
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
@@ -66,11 +70,12 @@ def check_fused_linear_arguments(hidden, weight, ids, adv, mask, old_logp, ref_l
     if w.shape[1] != H:
         raise ValueError(f"weight: expected shape (V, {H}) (H from hidden {tuple(h.shape)}), "
                          f"got {tuple(w.shape)}")
-    if not isinstance(ids, torch.Tensor) or ids.dtype.is_floating_point or ids.is_complex() \
-            or ids.dtype == torch.bool or tuple(ids.shape) != (N, T):
-        raise TypeError(f"ids: expected an integer tensor of shape ({N}, {T}), got "
-                        f"{describe(ids)}")
+    if not isinstance(ids, torch.Tensor) or ids.dtype not in ID_DTYPES \
+            or tuple(ids.shape) != (N, T):
+        raise TypeError(f"ids: expected an integer tensor of shape ({N}, {T}) (dtype one of "
+                        f"{', '.join(str(d) for d in ID_DTYPES)}), got {describe(ids)}")
     same_device("hidden", h, weight=w, ids=ids)
+    check_no_grad(old_logp=old_logp, ref_logp=ref_logp, adv=adv, mask=mask)
     stand_in = torch.zeros((N, T), dtype=h_dtype, device=h.device)
     x = check_loss_arguments(stand_in, stand_in if old_logp is None else old_logp, ref_logp,
                              adv, mask, eps_low=eps_low, eps_high=eps_high, beta=beta,
@@ -81,7 +86,19 @@ def check_fused_linear_arguments(hidden, weight, ids, adv, mask, old_logp, ref_l
         raise ValueError(f"ids: expected token ids in [0, {w.shape[0]}) (V from weight) on "
                          f"every valid token, got {bad}")
     chunk_size = check_int("chunk_size", chunk_size, minimum=1)
-    return h.reshape(N * T, H).to(x.work), w.to(x.work), ids.reshape(N * T), x, chunk_size
+    ids = ids.reshape(N * T).to(torch.int64)           # gather takes int32/int64 only
+    return h.reshape(N * T, H).to(x.work), w.to(x.work), ids, x, chunk_size
+
+
+def check_no_grad(**tensors):
+    """Refuse, by name, a data tensor that requires grad: a loss that writes its gradient by
+    hand (this one, :func:`grpo_lab.perf.loss_fused.grpo_loss_fused`) gives it none, and a
+    missing gradient would otherwise pass in silence. None is allowed."""
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            raise ValueError(f"{name}: expected a tensor that does not require grad (the fused "
+                             f"loss differentiates its first inputs only; detach it), got one "
+                             f"that does")
 
 
 def chunk_loss_grad(logp, old, ref, a, w, x):
@@ -96,7 +113,13 @@ def chunk_loss_grad(logp, old, ref, a, w, x):
     ``old`` None means the detached log-probs (a ratio of 1 whose gradient is ``r``); ``w`` the
     tokens' aggregation weights; ``x`` the checked options. Autograd on n numbers finds ``g``.
     """
-    with torch.enable_grad():
+    # Under torch.inference_mode the chunk's tensors are inference tensors, which autograd
+    # cannot record: leave inference mode for these n numbers and work on normal copies.
+    inference = torch.is_inference_mode_enabled()
+    with torch.inference_mode(False), torch.enable_grad():
+        if inference:
+            logp, old, ref, a, w = (None if t is None else t.clone()
+                                    for t in (logp, old, ref, a, w))
         lp = logp.detach().requires_grad_()                         # (n,)
         log_ratio = lp - (lp.detach() if old is None else old)      # (n,) log pi / pi_old
         ratio = probability_ratio(log_ratio)                        # (n,)

@@ -149,3 +149,50 @@ def test_bad_arguments_are_named(change, error, message):
     args.update({k: v for k, v in change.items() if k in args})
     with pytest.raises(error, match=message):
         fused_linear_grpo_loss(*args.values(), **kwargs)
+
+
+# --- issue 24: inference mode, narrow ids, data tensors that require grad -----------------------
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_without_autograd_gives_the_same_loss_and_log_probs(mode):
+    hidden, weight, ids, adv, mask, old, ref = batch()
+    want, want_stats = fused_linear_grpo_loss(hidden, weight, ids, adv, mask, old_logp=old,
+                                              ref_logp=ref, beta=0.04, chunk_size=5)
+    with mode():                          # inference_mode used to fail inside autograd.grad
+        got, stats = fused_linear_grpo_loss(hidden, weight, ids, adv, mask, old_logp=old,
+                                            ref_logp=ref, beta=0.04, chunk_size=5)
+    assert not got.requires_grad
+    torch.testing.assert_close(got, want.detach(), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(stats["logp"], want_stats["logp"])
+    assert stats["clip_frac"] == want_stats["clip_frac"] > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_narrow_integer_ids_are_read_as_the_same_token_ids(dtype):
+    hidden, weight, ids, adv, mask, old, ref = batch(V=50)          # ids < 50 fit every dtype
+    want, _ = fused_linear_grpo_loss(hidden, weight, ids, adv, mask, old_logp=old)
+    got, _ = fused_linear_grpo_loss(hidden, weight, ids.to(dtype), adv, mask, old_logp=old)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    for g, w in zip(grads(got, hidden, weight), grads(want, hidden, weight)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint16, torch.uint32, torch.uint64])
+def test_ids_of_other_dtypes_are_refused_by_name(dtype):
+    hidden, weight, ids, adv, mask, _, _ = batch()
+    with pytest.raises(TypeError, match=r"^ids: expected an integer tensor .*torch\.int64\), "
+                                        rf"got .*{dtype}"):
+        fused_linear_grpo_loss(hidden, weight, ids.to(dtype), adv, mask)
+
+
+@pytest.mark.parametrize("name", ["old_logp", "ref_logp", "adv", "mask"])
+def test_a_data_tensor_that_requires_grad_is_refused_by_name(name):
+    """The loss writes the gradients of hidden and weight only; another input that requires
+    grad would get none in silence (grpo_loss_fused refuses it the same way)."""
+    hidden, weight, ids, adv, mask, old, ref = batch()
+    args = dict(adv=adv, mask=mask.double(), old_logp=old, ref_logp=ref)
+    args[name] = args[name].clone().requires_grad_()
+    with pytest.raises(ValueError, match=f"^{name}: expected a tensor that does not require "
+                                         "grad"):
+        fused_linear_grpo_loss(hidden, weight, ids, args["adv"], args["mask"],
+                               old_logp=args["old_logp"], ref_logp=args["ref_logp"], beta=0.04)
