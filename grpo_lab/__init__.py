@@ -154,6 +154,7 @@ _MODULES = {
     "torch": "grpo_lab.torch",
     "paper": "grpo_lab.core.paper",
     "hf": "grpo_lab.hf",
+    "math_verifier": "grpo_lab.rl.math_verifier",
 }
 __all__ += [name for name in _MODULES if name not in __all__]
 
