@@ -6,25 +6,25 @@ equation as its paper writes it, on ordinary NumPy inputs: no validation, no dty
 overflow or cancellation care. ``tests/core/test_paper.py`` proves each equal to its hardened
 twin on ordinary inputs, so neither can drift, and holds every body to ten lines.
 
-===============================  =================================  =====================  ========
-plain function                   paper, equation                    hardened twin          chapter
-===============================  =================================  =====================  ========
-``group_advantages``             DeepSeekMath, sec. 4.1.2           ``gl.group_advantages``      1
-``gae``                          GAE (Schulman et al. 2016), eq. 16  ``gl.gae``                  2
-``clipped_surrogate_loss``       PPO (Schulman et al. 2017), eq. 7  ``gl.clipped_surrogate_loss`` 2
-``sequence_ratio``               GSPO (Zheng et al. 2025), eq. 7    ``gl.sequence_ratio``        2
-``aggregate_grpo``               DeepSeekMath, eq. 3                ``gl.aggregate_loss``        2
-``aggregate_dapo``               DAPO (Yu et al. 2025), eq. 8       ``gl.aggregate_loss``        2
-``aggregate_dr_grpo``            Dr. GRPO (Liu et al. 2025)         ``gl.aggregate_loss``        2
-``grpo_loss``                    DeepSeekMath, eq. 3 with eq. 4     ``gl.grpo_loss``             2
-``kl_k1``, ``kl_k2``, ``kl_k3``  Schulman 2020, "Approximating KL"  ``gl.kl_k1`` ...            3
-``log_softmax``                  the softmax, in logs               ``gl.log_softmax``           4
-``token_logprobs``               log pi(x_t), picked from it        ``gl.token_logprobs``        4
-``sequence_logprob_sum``         log pi(o) = sum_t log pi(o_t)      ``gl.sequence_logprob_sum``  4
-``accuracy_reward``              DeepSeek-R1, sec. 2.2.2            ``gl.accuracy_reward``       5
-``format_reward``                DeepSeek-R1, sec. 2.2.2            ``gl.format_reward``         5
-``process_advantages``           DeepSeekMath, sec. 4.1.3           ``gl.process_advantages``    8
-===============================  =================================  =====================  ========
+===============================  ==================================  =========================  ===
+plain function                   paper, equation                     hardened twin              ch.
+===============================  ==================================  =========================  ===
+``group_advantages``             DeepSeekMath, sec. 4.1.2            gl.group_advantages        1
+``gae``                          GAE (Schulman et al. 2016), eq. 16  gl.gae                     2
+``clipped_surrogate_loss``       PPO (Schulman et al. 2017), eq. 7   gl.clipped_surrogate_loss  2
+``sequence_ratio``               GSPO (Zheng et al. 2025), s_i       gl.sequence_ratio          2
+``aggregate_grpo``               DeepSeekMath, eq. 3                 gl.aggregate_loss          2
+``aggregate_dapo``               DAPO (Yu et al. 2025), sec. 3.3     gl.aggregate_loss          2
+``aggregate_dr_grpo``            Dr. GRPO (Liu et al. 2025)          gl.aggregate_loss          2
+``grpo_loss``                    DeepSeekMath, eq. 3 with eq. 4      gl.grpo_loss               2
+``kl_k1``, ``kl_k2``, ``kl_k3``  Schulman 2020, "Approximating KL"   gl.kl_k1 ...               3
+``log_softmax``                  the softmax, in logs                gl.log_softmax             4
+``token_logprobs``               log pi(x_t), picked from it         gl.token_logprobs          4
+``sequence_logprob_sum``         log pi(o) = sum_t log pi(o_t)       gl.sequence_logprob_sum    4
+``accuracy_reward``              DeepSeek-R1, sec. 2.2.2             gl.accuracy_reward         5
+``format_reward``                DeepSeek-R1, sec. 2.2.2             gl.format_reward           5
+``process_advantages``           DeepSeekMath, sec. 4.1.3            gl.process_advantages      8
+===============================  ==================================  =========================  ===
 """
 
 from grpo_lab.core.paper.advantages import gae, group_advantages, process_advantages

@@ -26,6 +26,8 @@ __all__ = ["kl_k1", "kl_k2", "kl_k3"]
 def kl_k1(logp, ref_logp):
     r"""k1 = -log rho = logp - ref_logp (Schulman 2020): unbiased, often negative.
 
+    .. math:: k_1 = -\log\frac{\pi_{ref}(x)}{\pi_\theta(x)}
+
     ========  ========  ====================================================
     Symbol    Shape     Meaning
     ========  ========  ====================================================
@@ -43,6 +45,8 @@ def kl_k1(logp, ref_logp):
 
 def kl_k2(logp, ref_logp):
     r"""k2 = (log rho)^2 / 2 (Schulman 2020): never negative, low variance, biased.
+
+    .. math:: k_2 = \tfrac12 \Big(\log\frac{\pi_{ref}(x)}{\pi_\theta(x)}\Big)^2
 
     ========  ========  ====================================================
     Symbol    Shape     Meaning

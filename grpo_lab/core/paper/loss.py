@@ -39,7 +39,7 @@ def clipped_surrogate_loss(logp, old_logp, A, eps_low=0.2, eps_high=0.2):
 
 
 def sequence_ratio(logp, old_logp, mask):
-    r"""GSPO's sequence ratio, normalised by length (Zheng et al. 2025, eq. 7).
+    r"""GSPO's sequence ratio s_i, normalised by length (Zheng et al. 2025).
 
     .. math::
 
@@ -83,7 +83,7 @@ def aggregate_grpo(loss, mask):
 
 
 def aggregate_dapo(loss, mask):
-    r"""DAPO's token-level aggregation (Yu et al. 2025, eq. 8; TRL's ``dapo`` and ``bnpo``).
+    r"""DAPO's token-level loss (Yu et al. 2025, section 3.3; TRL's ``dapo`` and ``bnpo``).
 
     .. math:: \mathcal L = \frac{1}{\sum_i |o_i|} \sum_{i=1}^G \sum_{t=1}^{|o_i|} \ell_{i,t}
 
