@@ -40,6 +40,7 @@ import torch
 from grpo_lab.numerics.validate import cast_result
 from grpo_lab.perf import loss_numba
 from grpo_lab.torch.aggregation import row_weights
+from grpo_lab.torch.fused_linear import check_no_grad
 from grpo_lab.torch.loss import (DIAGNOSTICS, check_loss_arguments, diagnostic_means,
                                  diagnostic_sums, grpo_loss)
 from grpo_lab.torch.surrogate import MAX_LOG_RATIO, clip_bounds
@@ -200,13 +201,20 @@ class FusedGRPOLoss(torch.autograd.Function):
 
 
 def grpo_loss_fused(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None,
-                    beta=0.04, kl="k3", agg="grpo", level="token"):
+                    beta=0.04, kl="k3", agg="grpo", level="token", dual_clip=None, max_len=None,
+                    kl_clamp=None, kl_bias_correction=False):
     r"""The GRPO loss and its gradient in one sweep: :func:`grpo_lab.torch.grpo_loss`, fused.
 
     Same arguments, checks, result and diagnostics as :func:`grpo_lab.torch.grpo_loss` (and
-    the NumPy :func:`grpo_lab.grpo_loss`). The gradient reaches ``logp`` only: another input
+    the NumPy :func:`grpo_lab.grpo_loss`), except ``kl="k3+"``, refused by name (its
+    straight-through gradient needs autograd). The gradient reaches ``logp`` only: another input
     that requires grad is a ``ValueError`` rather than a silently missing gradient. GSPO's
     ``level="sequence"`` couples the tokens of a sequence and is computed by the eager loss.
+
+    Of chapter 8's production knobs, ``max_len`` (dr_grpo's divisor) is fused: it only changes
+    the rows' weights. ``dual_clip``, ``kl_clamp`` and ``kl_bias_correction`` change the
+    per-token terms and their derivatives, which the fused sweep does not compute yet: a call
+    that sets one is computed by the eager loss, as GSPO is (same result, not fused).
 
     On CPU, float32 and float64 inputs are swept once by a compiled kernel (:func:`one_pass`):
     the peak extra memory is the (N, T) gradient. Otherwise the rows are swept
@@ -222,18 +230,18 @@ def grpo_loss_fused(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_hig
     >>> logp.grad[0]             # -A r w: each of row 0's 3 tokens weighs 1 / (4 * 3)
     tensor([-0.0833, -0.0833, -0.0833])
     """
+    knobs = dict(dual_clip=dual_clip, max_len=max_len, kl_clamp=kl_clamp,
+                 kl_bias_correction=kl_bias_correction)
     x = check_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low=eps_low,
-                             eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level)
-    for name, t in (("old_logp", old_logp), ("ref_logp", ref_logp), ("adv", adv), ("mask", mask)):
-        if t is not None and t.requires_grad:
-            raise ValueError(f"{name}: expected a tensor that does not require grad (the fused "
-                             f"loss differentiates logp only; detach it), got one that does")
-    if x.level == "sequence":
+                             eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level, **knobs)
+    check_no_grad(old_logp=old_logp, ref_logp=ref_logp, adv=adv, mask=mask)
+    if (x.level == "sequence" or x.dual_clip is not None or x.kl_clamp is not None
+            or x.kl_bias_correction):
         return grpo_loss(logp, old_logp, ref_logp, adv, mask, eps_low=eps_low,
-                         eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level)
+                         eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level, **knobs)
     N, T = logp.shape
     tokens = BLOCK_TOKENS * (64 if logp.device.type == "cuda" else 1)
-    w_rows = row_weights(x.lengths, x.agg, max_len=T)                # (N,) or ()
+    w_rows = row_weights(x.lengths, x.agg, max_len=T if x.max_len is None else x.max_len)
     options = (x.eps_low, x.eps_high, x.beta, x.kl, w_rows, x.work, max(1, tokens // T))
     loss, sums = FusedGRPOLoss.apply(logp, x.old_logp, x.ref_logp, x.adv, x.mask, options)
     sums = dict(zip(DIAGNOSTICS, sums))

@@ -97,8 +97,8 @@ def check_no_grad(**tensors):
     for name, t in tensors.items():
         if isinstance(t, torch.Tensor) and t.requires_grad:
             raise ValueError(f"{name}: expected a tensor that does not require grad (the fused "
-                             f"loss differentiates its first inputs only; detach it), got one "
-                             f"that does")
+                             f"loss writes the gradients of its model inputs only; detach it), "
+                             f"got one that does")
 
 
 def chunk_loss_grad(logp, old, ref, a, w, x):

@@ -275,3 +275,40 @@ def test_fused_peak_memory_is_under_a_third_of_eager(route):
     assert trl > 6 * per_token           # autograd keeps many (N, T) tensors: can fail
     assert fused < trl / 3, (fused / per_token, trl / per_token)
     assert fused < eager / 2, (fused / per_token, eager / per_token)   # the lean mirror too
+
+
+# --- issue 24: the production knobs of chapter 8, as grpo_lab.torch.grpo_loss takes them -------
+
+def test_max_len_is_fused_on_both_routes(route):
+    """dr_grpo divides by max_len instead of T. Fused: the kernel or the blocks computed the
+    call (the route fixture checks which)."""
+    x = inputs(seed=13)
+    eager = loss_and_grad(EAGER, *x, agg="dr_grpo", max_len=20)
+    assert_same(eager, loss_and_grad(lf.grpo_loss_fused, *x, agg="dr_grpo", max_len=20),
+                rtol=1e-12, atol=1e-14)
+    plain = loss_and_grad(EAGER, *x, agg="dr_grpo")       # T = 9 -> 20: scaled by 9 / 20
+    torch.testing.assert_close(eager[0], plain[0] * 9 / 20)
+
+
+@pytest.mark.parametrize("knobs", [dict(dual_clip=1.5), dict(kl_clamp=0.01),
+                                   dict(kl_bias_correction=True),
+                                   dict(dual_clip=1.2, kl_clamp=0.02, kl_bias_correction=True,
+                                        max_len=12, agg="dr_grpo")],
+                         ids=lambda k: "-".join(k))
+@pytest.mark.parametrize("kl", ["k1", "k2", "k3"])
+def test_the_other_knobs_give_the_eager_loss(knobs, kl):
+    x = inputs(seed=14, spread=0.6)      # ratios past 1.5 and KL values past the clamps
+    eager = loss_and_grad(EAGER, *x, kl=kl, **knobs)
+    assert_same(eager, loss_and_grad(lf.grpo_loss_fused, *x, kl=kl, **knobs), rtol=0, atol=0)
+    plain = loss_and_grad(EAGER, *x, kl=kl)
+    assert not torch.equal(eager[1], plain[1])           # each knob changes the gradient here
+
+
+@pytest.mark.parametrize("knob, value, pattern", [
+    ("dual_clip", 0.5, "^dual_clip: "), ("max_len", 20, "^max_len: expected None with mode"),
+    ("kl_clamp", -1.0, "^kl_clamp: "), ("kl_bias_correction", "yes", "^kl_bias_correction: ")])
+def test_bad_knobs_give_the_same_error_from_both(knob, value, pattern):
+    x = inputs(seed=15)
+    eager = error_of(EAGER, *x, **{knob: value})
+    assert eager == error_of(lf.grpo_loss_fused, *x, **{knob: value})
+    assert re.search(pattern, eager[1]), eager
