@@ -8,6 +8,11 @@ The cases: the worked example, several groups, B == G, seeded random batches (G 
 binary rewards), all-equal groups of G = 3, 5 and 7 copies of a number that is not a power of
 two (where ``E[x^2] - mean^2`` comes out below 0), near-tied groups (where eps inside the square
 root is not eps beside the std), a large offset, and eps = 1e-4 and 0.5 passed by keyword.
+
+Chapter 1 shows the plain formula (``gl.paper.group_advantages``) before its drill, so the
+drill there asks for the float32 version, ``check_group_advantages(fn, dtype="float32")``: the
+answer must come back in float32 and still give an all-equal group 0, which the plain formula
+computed in float32 does not (its group mean is off by a rounding, divided by eps).
 """
 
 from __future__ import annotations
@@ -126,12 +131,21 @@ def _all_equal_gives_zero(case, answer):
     return None
 
 
-def check_group_advantages(fn, *, eps=None, verbose=True) -> bool:
+def _returns_float32(case, answer):
+    if answer.dtype != "float32":
+        return (f"on {case.where} your function returned {answer.dtype} values; this drill "
+                "asks for float32 arithmetic and a float32 result, as a GPU trainer computes "
+                "it (r = np.asarray(rewards, dtype=np.float32))")
+    return None
+
+
+def check_group_advantages(fn, *, eps=None, dtype=None, verbose=True) -> bool:
     """Check ``fn(rewards, eps=1e-8) -> advantages`` against GRPO's formula, population std.
 
     ``eps``: None tries the default (``fn(rewards)``) and eps = 1e-4 and 0.5 passed as
     ``fn(rewards, eps=...)``; a number passes that eps to every call. A float32 answer is
     graded to float32's precision; an all-equal group must give 0 (within 1e-6) in any dtype.
+    ``dtype="float32"`` also asks for a float32 result (chapter 1's drill); None takes any.
 
     >>> import grpo_lab as gl
     >>> gl.drills.check_group_advantages(lambda r, eps=1e-8: gl.group_advantages(r, eps))
@@ -141,12 +155,22 @@ def check_group_advantages(fn, *, eps=None, verbose=True) -> bool:
     >>> gl.drills.check_group_advantages(lambda r, eps=1e-8: gl.group_advantages(r, eps, ddof=1),
     ...                                  verbose=False)
     False
+    >>> gl.drills.check_group_advantages(lambda r, eps=1e-8: gl.group_advantages(r, eps),
+    ...                                  dtype="float32", verbose=False)       # float64 back
+    False
     """
+    if dtype not in (None, "float32"):
+        raise ValueError(f"dtype: expected None or 'float32', got {dtype!r}")
     say = verdict(verbose, fn)
+
+    def extra(case, answer):
+        return ((_returns_float32(case, answer) if dtype else None)
+                or _all_equal_gives_zero(case, answer))
     return check_cases(
-        fn, list(_cases(eps)), say, mistakes=_mistakes(), extra=_all_equal_gives_zero,
+        fn, list(_cases(eps)), say, mistakes=_mistakes(), extra=extra,
         returns="the advantages array", broadcast_hint=_KEEPDIMS,
         signature="my_group_advantages(rewards, eps=1e-8)",
         shape_hint="; advantages have the rewards' shape (B, G)",
         passed="the worked example, per-group statistics, B == G, odd and even G, all-equal "
-               "and near-tied groups and eps passed by keyword are all right")
+               "and near-tied groups and eps passed by keyword are all right"
+               + (", in float32" if dtype else ""))
