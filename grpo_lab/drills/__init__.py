@@ -36,6 +36,12 @@ checker                              chapter  the reader writes
 ``check_format_reward(fn)``          5        ``fn(completion) -> 1.0 or 0.0``
 ``check_grpo_loss(fn)``              6        ``fn(logp, old_logp, ref_logp, adv, mask, eps,
                                               beta) -> loss``, torch, with its gradient
+``check_completion_logprobs(fn)``    6b       ``fn(logits, input_ids, prompt_len, eos_id) ->
+                                              logp``, the shift and the completion mask
+``check_masked_entropy(fn)``         6b       ``fn(logits, mask) -> H``, the mean entropy
+``check_accumulated_gradient(fn)``   6b       ``fn(model, input_ids, mask, micro_batch_size,
+                                              loss_fn) -> loss``, the full batch's gradient
+``check_sequence_is_weight(fn)``     6b       ``fn(old_logp, sampler_logp, mask, cap) -> (N,)``
 ``check_blocked_advantages(fn)``     7        ``fn(rewards, block_rows) -> adv``, in blocks,
                                               float32 out, small peak memory
 ``check_surrogate_grad(fn)``         7        ``fn(ratio, adv, eps_low, eps_high) ->
@@ -58,6 +64,9 @@ from grpo_lab.drills.ch03_kl import check_k3_loss_gradient, check_kl_k3
 from grpo_lab.drills.ch04_precision import check_log_softmax, check_sequence_logprob_sum
 from grpo_lab.drills.ch05_rewards import check_format_reward
 from grpo_lab.drills.ch06_training import check_grpo_loss
+from grpo_lab.drills.ch06b_real_model import (check_accumulated_gradient,
+                                              check_completion_logprobs, check_masked_entropy,
+                                              check_sequence_is_weight)
 from grpo_lab.drills.ch07_performance import check_blocked_advantages, check_surrogate_grad
 from grpo_lab.drills.ch08_process import check_process_advantages
 from grpo_lab.drills.proof import load_catalogue, proof_table
@@ -69,6 +78,8 @@ __all__ = [
     "check_log_softmax", "check_sequence_logprob_sum",                            # ch. 4
     "check_format_reward",                                                        # ch. 5
     "check_grpo_loss",                                                            # ch. 6
+    "check_completion_logprobs", "check_masked_entropy", "check_accumulated_gradient",
+    "check_sequence_is_weight",                                                   # ch. 6b
     "check_blocked_advantages", "check_surrogate_grad",                           # ch. 7
     "check_process_advantages",                                                   # ch. 8
 ]
