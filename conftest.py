@@ -2,13 +2,14 @@
 
 The torch modules' doctests need torch, which the NumPy core does not: without torch they
 are not collected (the tests that need torch skip themselves with ``importorskip``).
-``grpo_lab/bench.py`` and ``grpo_lab/train.py`` are command-line entry points that stand for
-``grpo_lab.perf.bench`` and ``grpo_lab.rl.train`` (collected there).
+``grpo_lab/bench.py``, ``grpo_lab/train.py`` and ``grpo_lab/sweep.py`` are command-line entry
+points that stand for ``grpo_lab.perf.bench``, ``grpo_lab.rl.train`` and ``grpo_lab.rl.sweep``
+(collected there).
 """
 
 import importlib.util
 
-collect_ignore = ["grpo_lab/bench.py", "grpo_lab/train.py"]
+collect_ignore = ["grpo_lab/bench.py", "grpo_lab/train.py", "grpo_lab/sweep.py"]
 if importlib.util.find_spec("torch") is None:
     collect_ignore += ["grpo_lab/perf/loss_fused.py", "grpo_lab/torch", "grpo_lab/rl/train.py",
                        "grpo_lab/rl/tiny_policy.py", "grpo_lab/perf/baselines.py",

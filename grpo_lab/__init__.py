@@ -62,6 +62,8 @@ Where each name is taught:
 ``gl.task``                     chapter 6, the addition task (training and held-out prompts)
 ``gl.tiny_policy``              chapter 6, the tokenizer and the tiny transformer policy
 ``gl.train``                    chapter 6, the GRPO loop; ``python -m grpo_lab.train``
+``gl.sweep``                    chapter 6, the default run over seeds, threads and CPU code
+                                paths, each in a fresh process; ``python -m grpo_lab.sweep``
 ``gl.group_advantages_fast``    chapter 7, the blocked fast path, equal to the reference
 ``gl.bench``                    chapter 7, ``python -m grpo_lab.bench``: each vs a memory copy
 ``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic
@@ -83,8 +85,6 @@ Where each name is taught:
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import sys
 
 from grpo_lab.book.source import show_source
 from grpo_lab.core.advantages import BASELINES, SCALES, group_advantages
@@ -99,8 +99,8 @@ from grpo_lab.numerics.error_table import ErrorRow, ErrorTable, error_table
 from grpo_lab.numerics.logprobs import (log_softmax, sequence_logprob_mean, sequence_logprob_sum,
                                         token_logprobs)
 from grpo_lab.numerics.precision import DTYPES, as_dtype, round_trip, rounded_matmul, unit_roundoff
-from grpo_lab.numerics.stable import (centred_deviations, divide_or_zero, k3_from_log_ratio,
-                                      k3_series, log_ratio, logsumexp, masked_mean,
+from grpo_lab.numerics.logspace import k3_from_log_ratio, k3_series, log_ratio, logsumexp
+from grpo_lab.numerics.stable import (centred_deviations, divide_or_zero, masked_mean,
                                       power_of_two_rescale, scale_by_power_of_two,
                                       std_from_deviations)
 from grpo_lab.perf.advantages_fast import group_advantages_fast
@@ -142,6 +142,7 @@ _MODULES = {
     "task": "grpo_lab.rl.task",
     "tiny_policy": "grpo_lab.rl.tiny_policy",
     "train": "grpo_lab.rl.train",
+    "sweep": "grpo_lab.rl.sweep",
     "bench": "grpo_lab.perf.bench",
     "roofline": "grpo_lab.perf.roofline",
     "step_profile": "grpo_lab.perf.step_profile",
@@ -158,49 +159,7 @@ _MODULES = {
 }
 __all__ += [name for name in _MODULES if name not in __all__]
 
-# Modules of the first layout (one flat folder) and where their contents live now. Importing
-# one, or reaching it as gl.<name>, raises an error that says where to look instead.
-MOVED = {
-    "advantages": "grpo_lab.core.advantages", "gae": "grpo_lab.core.gae",
-    "aggregation": "grpo_lab.core.aggregation", "kl": "grpo_lab.core.kl",
-    "losses": "grpo_lab.core.surrogate and grpo_lab.core.loss",
-    "core.losses": "grpo_lab.core.surrogate (clipped_surrogate_loss, sequence_ratio) and "
-                   "grpo_lab.core.loss (grpo_loss)", "process": "grpo_lab.core.process",
-    "_checks": "grpo_lab.numerics.validate", "precision": "grpo_lab.numerics.precision",
-    "logprobs": "grpo_lab.numerics.logprobs", "memory": "grpo_lab.theory.memory",
-    "advantages_fast": "grpo_lab.perf.advantages_fast", "source": "grpo_lab.book.source",
-    "widgets": "grpo_lab.book.ch01 and grpo_lab.book.ch02",
-    "widgets_kl": "grpo_lab.book.ch03", "widgets_production": "grpo_lab.book.ch08",
-    "drills_kl": "grpo_lab.drills", "drills_precision": "grpo_lab.drills",
-    "drills_production": "grpo_lab.drills",
-    **{name: _MODULES[name] for name in ("group_stats", "kl_theory", "rewards", "presets",
-                                         "hidden_string", "task", "tiny_policy", "roofline",
-                                         "loss_fused", "sliders")},
-}
-
-
-def _moved_message(name: str) -> str:
-    return (f"grpo_lab.{name} moved to {MOVED[name]} when the package was arranged in layers "
-            f"(see help(grpo_lab)); its public names are still gl.<name>, e.g. gl.group_advantages")
-
-
-class _MovedModuleFinder(importlib.abc.MetaPathFinder):
-    """Turns ``import grpo_lab.<old module>`` into an error that names the new place."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        prefix, _, name = fullname.partition(".")
-        if prefix == "grpo_lab" and name in MOVED:
-            raise ModuleNotFoundError(_moved_message(name), name=fullname)
-        return None
-
-
-if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
-    sys.meta_path.append(_MovedModuleFinder())
-
-
 def __getattr__(name):
     if name in _MODULES:
         return importlib.import_module(_MODULES[name])
-    if name in MOVED:
-        raise AttributeError(_moved_message(name))
     raise AttributeError(f"module 'grpo_lab' has no attribute {name!r}")

@@ -1,0 +1,73 @@
+"""``python -m grpo_lab.sweep`` (issue 24): the default run's promise is measured across seeds,
+thread counts and CPU code paths, each run in a fresh process.
+
+What is asserted here is what the sweep relies on: one process layout (seed, threads, CPU
+capability) gives the same run bit for bit in two fresh processes, so the spread the sweep
+prints is the spread across layouts, not noise; and bad arguments are refused by name.
+"""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+from grpo_lab.rl import sweep  # noqa: E402
+
+SHORT = ["--steps", "3", "--warmup-steps", "4", "--prompts-per-step", "4", "--group-size", "4",
+         "--eval-every", "3"]
+
+
+def test_one_layout_gives_the_same_run_in_two_fresh_processes(tmp_path):
+    first = sweep.run_case(0, 1, "default", tmp_path / "a", SHORT)
+    second = sweep.run_case(0, 1, "default", tmp_path / "b", SHORT)
+    assert first["returncode"] == second["returncode"] == 0, first.get("error")
+    history = [_without_wall_time(tmp_path / d / "seed0-threads1-default" / "history.csv")
+               for d in ("a", "b")]
+    assert history[0] == history[1] and len(history[0]) == 1 + 1 + 3   # header, step 0, 3 steps
+
+
+def _without_wall_time(path):
+    """history.csv's rows as text, less the one column that is not seeded (seconds)."""
+    rows = list(csv.reader(path.read_text().splitlines()))
+    keep = [i for i, name in enumerate(rows[0]) if name != "seconds"]
+    assert len(keep) == len(rows[0]) - 1
+    return [",".join(row[i] for i in keep) for row in rows]
+
+
+def test_the_command_prints_the_spread_and_writes_it(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "grpo_lab.sweep", "--seeds", "0-1",
+                           "--threads", "1", "--out", str(tmp_path), *SHORT],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "sweep.json").read_text())
+    assert [r["seed"] for r in report["runs"]] == [0, 1]
+    accuracies = [r["final_held_out_accuracy"] for r in report["runs"]]
+    assert report["final_held_out_accuracy"]["min"] == min(accuracies)
+    assert "2 of 2 runs finished" in proc.stdout
+
+
+def test_parse_ints_reads_ranges_and_lists():
+    assert sweep.parse_ints("seeds", "0-4", low=0, high=9) == [0, 1, 2, 3, 4]
+    assert sweep.parse_ints("threads", "1,2", low=1, high=8) == [1, 2]
+
+
+@pytest.mark.parametrize("text, problem", [("a-b", "expected integers"), ("4-0", "low before"),
+                                           ("0-10", "from 0 to 9"), ("", "expected integers"),
+                                           ("1e400", "expected integers")])
+def test_parse_ints_names_the_argument_and_the_problem(text, problem):
+    with pytest.raises(ValueError, match=f"--seeds: .*{problem}"):
+        sweep.parse_ints("--seeds", text, low=0, high=9)
+
+
+@pytest.mark.parametrize("argv, flag", [(["--seeds", "x"], "--seeds"),
+                                        (["--threads", "0"], "--threads"),
+                                        (["--capabilities", "SSE9"], "--capabilities"),
+                                        (["--jobs", "99"], "--jobs")])
+def test_the_command_refuses_bad_arguments_by_flag(argv, flag, capsys):
+    with pytest.raises(SystemExit) as exc:
+        sweep.main(argv)
+    assert exc.value.code == 2 and flag in capsys.readouterr().err
