@@ -54,6 +54,7 @@ from grpo_lab.perf.goals import (COPY, COPY_NEW, FUSED_LOSS, GOAL_KEYS, MIRROR_A
                                   MIRROR_LOSS, NUMPY_FAST, NUMPY_FAST_OUT, NUMPY_PLAIN,
                                   NUMPY_REF, TORCH_COPY, TRITON_ADV, TRITON_LOSS, TRL_ADV,
                                   TRL_LOSS, summary)
+from grpo_lab.numerics.command_line import THREADS_PER_CPU, check_out_path, echo, max_threads
 from grpo_lab.numerics.validate import check_int
 from grpo_lab.perf.measure import (forward_backward, peak_bytes_numpy, peak_bytes_torch,
                                    result_rows, time_round_robin, torch_mirror, torch_or_none)
@@ -68,6 +69,7 @@ LOSS_SIZE = (512, 2048)                         # (N, T) = (B*G, T)
 QUICK_ADV_SIZES = [(4096, 64), (16384, 8)]
 QUICK_LOSS_SIZE = (64, 256)
 MIN_REPEATS = 5
+MAX_REPEATS = 1000
 
 
 # --- the benchmarks ----------------------------------------------------------------------------
@@ -193,19 +195,19 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "li
     return {"environment": env, "results": rows, "summary": summary(rows)}
 
 
-def print_report(report, file=sys.stdout):
+def print_report(report, file=None):
     """The report as a table, then each goal next to what was measured."""
     env = report["environment"]
-    print(f"grpo_lab.bench on {env['platform']} ({env['cpu_count']} CPUs), numpy "
+    echo(f"grpo_lab.bench on {env['platform']} ({env['cpu_count']} CPUs), numpy "
           f"{env['numpy']}, torch {env.get('torch', 'absent')}; load average "
           f"{env['load_average_start'][0]:.2f} -> {env['load_average_end'][0]:.2f}", file=file)
-    print(f"{'bench':18s} {'shape':>14s} {'implementation':48s} {'dev':4s} {'median ms':>10s} "
+    echo(f"{'bench':18s} {'shape':>14s} {'implementation':48s} {'dev':4s} {'median ms':>10s} "
           f"{'x copy':>7s} {'peak MiB':>9s} {'x out':>6s}", file=file)
     for r in report["results"]:
         if "ratio_to_copy" not in r:                       # the loss from hidden states
             continue
         peak, vs_out = r["peak_extra_bytes"], r["peak_extra_vs_output"]
-        print(f"{r['bench']:18s} {str(tuple(r['shape'])):>14s} {r['impl']:48s} {r['device']:4s} "
+        echo(f"{r['bench']:18s} {str(tuple(r['shape'])):>14s} {r['impl']:48s} {r['device']:4s} "
               f"{r['median_s'] * 1e3:10.2f} {r['ratio_to_copy']:7.2f} "
               f"{'' if peak is None else f'{peak / 2**20:.1f}':>9s} "
               f"{'' if vs_out is None else f'{vs_out:.2f}':>6s}", file=file)
@@ -213,29 +215,13 @@ def print_report(report, file=sys.stdout):
     for r in linear:
         what = (f"error: {r['error']}" if "error" in r else
                 f"median {r['median_s']:.3f} s, peak {r['peak_extra_bytes'] / 2**20:.1f} MiB")
-        print(f"{r['bench']} {tuple(r['shape'])} {r['impl']:6s} (fresh process): {what}",
+        echo(f"{r['bench']} {tuple(r['shape'])} {r['impl']:6s} (fresh process): {what}",
               file=file)
     for s in report["summary"]:
         checks = ", ".join(f"{key} {s[key]:.3g} (goal {'>=' if key == 'speedup' else '<='} "
                            f"{s[GOAL_KEYS[key]]:.3g})" for key in GOAL_KEYS if key in s)
-        print(f"summary: {s['what']}: {checks}: {'met' if s['goal_met'] else 'NOT met'}",
+        echo(f"summary: {s['what']}: {checks}: {'met' if s['goal_met'] else 'NOT met'}",
               file=file)
-
-
-def check_out_path(path):
-    """What is wrong with ``path`` as the JSON file to write, or None: a file whose folder
-    exists, that is not a folder itself, and that this process may create or overwrite."""
-    path = os.path.abspath(path)
-    parent = os.path.dirname(path)
-    if os.path.isdir(path):
-        return f"expected a file to write, got the folder {path}"
-    if not os.path.isdir(parent):
-        return f"expected a file in an existing folder, but {parent} is not one"
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        return f"expected a writable file, but {path} cannot be written"
-    if not os.path.exists(path) and not os.access(parent, os.W_OK | os.X_OK):
-        return f"expected a file in a writable folder, but {parent} is not writable"
-    return None
 
 
 def main(argv=None):
@@ -246,7 +232,7 @@ def main(argv=None):
                     "writes JSON.")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--repeats", type=int, default=7,
-                        help=f"timed rounds, at least {MIN_REPEATS} (default 7)")
+                        help=f"timed rounds, {MIN_REPEATS} to {MAX_REPEATS} (default 7)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where the torch implementations run (NumPy runs on the CPU)")
     parser.add_argument("--only", choices=("advantages", "loss", "linear"), action="append",
@@ -257,14 +243,16 @@ def main(argv=None):
                              "machine makes multi-threaded timings erratic)")
     parser.add_argument("--out", default="bench_results.json", help="the JSON file to write")
     args = parser.parse_args(argv)
-    problem = check_out_path(args.out)
+    problem = check_out_path(args.out, "file")
     if problem:                                          # before minutes of benchmarks
         parser.error(f"--out: {problem}")
-    if args.repeats < MIN_REPEATS:
-        parser.error(f"--repeats: expected at least {MIN_REPEATS} (medians of fewer runs are "
-                     f"noise on a shared machine), got {args.repeats}")
-    if args.threads is not None and args.threads < 1:
-        parser.error(f"--threads: expected a positive integer, got {args.threads}")
+    if not MIN_REPEATS <= args.repeats <= MAX_REPEATS:
+        parser.error(f"--repeats: expected an integer in [{MIN_REPEATS}, {MAX_REPEATS}] "
+                     f"(medians of fewer runs are noise on a shared machine; each round of the "
+                     f"full sizes takes seconds), got {args.repeats}")
+    if args.threads is not None and not 1 <= args.threads <= max_threads():
+        parser.error(f"--threads: expected an integer in [1, {max_threads()}] (at most "
+                     f"{THREADS_PER_CPU} per CPU, {os.cpu_count()} here), got {args.threads}")
     if args.device == "cuda":
         torch = torch_or_none()
         if torch is None or not torch.cuda.is_available():
@@ -273,9 +261,12 @@ def main(argv=None):
     report = run(quick=args.quick, repeats=args.repeats, device=args.device,
                  only=tuple(args.only or ("advantages", "loss", "linear")), threads=args.threads)
     print_report(report)
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=1)
-    print(f"wrote {args.out}")
+    try:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+    except OSError as exc:                    # checked at the start; changed since
+        parser.error(f"--out: cannot write to {args.out!r}: {exc.strerror or exc}")
+    echo(f"wrote {args.out}")
     return 0
 
 

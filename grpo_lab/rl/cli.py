@@ -5,7 +5,13 @@ Every field of :class:`~grpo_lab.rl.train_config.TrainConfig` is an option (``--
 ``curves.png`` (:func:`grpo_lab.book.ch06.training_curves_figure`) to ``--out``.
 
 * Every option, ``--out`` included, is checked before any work: a bad one exits with status 2
-  and argparse's ``error: argument --held-out: expected ...``, naming the flag.
+  and argparse's ``error: argument --held-out: expected ...``, naming the flag. Beyond
+  TrainConfig's checks, the integers have upper bounds with their reasons: steps (time,
+  :data:`LIMITS`), threads (:func:`grpo_lab.numerics.command_line.max_threads`) and the
+  memory the batch and the model need (half of the machine's); ``--out`` goes through
+  :func:`grpo_lab.numerics.command_line.check_out_path`, the bench's check.
+* Every line printed survives a name that is not UTF-8 and any stream encoding
+  (:func:`grpo_lab.numerics.command_line.echo`).
 * From the moment the output folder exists, ``summary.json`` exists and is valid JSON. It says
   ``"interrupted": true`` until the run has finished, so Ctrl-C at any moment (start-up,
   warm-up, a GRPO step, writing the files) leaves a summary marked interrupted, and the
@@ -29,12 +35,32 @@ import threading
 import time
 from pathlib import Path
 
+from grpo_lab.numerics.command_line import (THREADS_PER_CPU, check_out_path, echo,
+                                            max_threads)
 from grpo_lab.rl import train as loop
 from grpo_lab.rl.train_config import TrainConfig
 
 __all__ = ["main"]
 
 EXIT_INTERRUPTED = 130          # 128 + SIGINT, what a shell reports for Ctrl-C
+
+#: The most steps of any kind a run takes: the default run's 450 GRPO steps take about a
+#: minute and a half, so a million is days of CPU time (a typo, not a plan).
+MAX_STEPS = 10**6
+#: Upper bounds of the integer options whose size is time, not memory, and why.
+LIMITS = {"steps": (MAX_STEPS, "a million steps is days of CPU time"),
+          "warmup_steps": (MAX_STEPS, "a million steps is days of CPU time"),
+          "eval_every": (MAX_STEPS, "no run is longer than a million steps"),
+          "inner_iters": (1000, "each is a full update on the same batch; far fewer already "
+                                "leave every ratio clipped"),
+          "max_new_tokens": (256, "the answer format takes 6 tokens and the default allows 8")}
+#: Bytes a run keeps per completion token and model width per layer (activations for the
+#: backward pass, the sampler's cache): 64, from the peak RSS of one step of 16 and of 4096
+#: completions at the default model (405 -> 661 MiB: 64 KiB per completion of 16 tokens x
+#: d_model 64 x 1 layer).
+ACTIVATION_BYTES = 64
+#: Bytes per parameter: the weight, its gradient and Adam's two moments, in float32.
+PARAMETER_BYTES = 16
 
 
 def _bool(text: str) -> bool:
@@ -73,6 +99,45 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/grpo", help="output folder (default: runs/grpo)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _memory_budget() -> int:
+    """Half of this machine's memory, in bytes (8 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def _check_sizes(parser, config: TrainConfig) -> None:
+    """The upper bounds TrainConfig leaves to the machine: time (:data:`LIMITS`), threads
+    (:func:`grpo_lab.numerics.command_line.max_threads`) and memory; exits 2 naming the flag."""
+    for name, (limit, why) in LIMITS.items():
+        if getattr(config, name) > limit:
+            parser.error(f"argument {_flag(name)}: expected at most {limit} ({why}), got "
+                         f"{getattr(config, name)}")
+    if config.threads > max_threads():
+        parser.error(f"argument --threads: expected at most {max_threads()} ({THREADS_PER_CPU} "
+                     f"per CPU, {os.cpu_count()} here: more only wait for each other), got "
+                     f"{config.threads}")
+    tokens = 2 * config.n_terms + config.max_new_tokens               # prompt + completion
+    width = config.d_model * config.n_layer
+    parts = {"group_size": config.prompts_per_step * config.group_size * tokens * width,
+             "warmup_batch": config.warmup_batch * tokens * width}
+    parts = {k: v * ACTIVATION_BYTES for k, v in parts.items()}
+    parts["d_model"] = 12 * config.d_model ** 2 * config.n_layer * PARAMETER_BYTES  # 12 d^2
+    need, budget = max(parts.values()) + parts["d_model"], _memory_budget()
+    if need > budget:
+        name = max(parts, key=parts.get)
+        what = {"group_size": f"prompts_per_step x group_size completions (about "
+                              f"{ACTIVATION_BYTES} bytes per token, d_model and layer)",
+                "warmup_batch": f"warmup_batch completions (about {ACTIVATION_BYTES} bytes "
+                                f"per token, d_model and layer)",
+                "d_model": f"the policy's 12 d_model^2 n_layer parameters ({PARAMETER_BYTES} "
+                           f"bytes each with their gradient and Adam's moments)"}[name]
+        parser.error(f"argument {_flag(name)}: expected a run that fits in half of this "
+                     f"machine's memory ({budget / 2**30:.1f} GiB), got one that needs about "
+                     f"{need / 2**30:.3g} GiB for {what}")
 
 
 def _check_config(parser, args: dict) -> TrainConfig:
@@ -195,8 +260,13 @@ def main(argv=None) -> int:
     """
     parser = _parser()
     args = vars(parser.parse_args(argv))
-    out, quiet = Path(args.pop("out")), args.pop("quiet")
+    out, quiet = args.pop("out"), args.pop("quiet")
     config = _check_config(parser, args)
+    _check_sizes(parser, config)
+    problem = check_out_path(out, "folder")
+    if problem:                                   # before any work: "" is not the current folder
+        parser.error(f"argument --out: {problem}")
+    out = Path(out)
     _import_early()
     if threading.current_thread() is not threading.main_thread():   # no handler to set there
         return _run(parser, out, quiet, config)
@@ -213,8 +283,8 @@ def _run(parser, out: Path, quiet: bool, config: TrainConfig) -> int:
     began, run, info = time.perf_counter(), None, None
     try:
         _prepare_out(parser, out, config)       # a Ctrl-C held while it runs comes out here
-        print(f"GRPO Lab: training on {config.device} with {config.threads} thread(s); "
-              f"log in {out}/", file=sys.stderr)
+        echo(f"GRPO Lab: training on {config.device} with {config.threads} thread(s); "
+             f"log in {out}/", file=sys.stderr)
         try:
             run = loop.train(config, progress=not quiet, log_path=out / "history.csv",
                              stop=lambda: _CTRL_C.requested)
@@ -224,19 +294,19 @@ def _run(parser, out: Path, quiet: bool, config: TrainConfig) -> int:
         info = _summary(config, run, time.perf_counter() - began)
         _write_json(out / "summary.json", info)
         state = "interrupted (Ctrl-C) after" if run.interrupted else "finished"
-        print(f"\n{state} {info['steps_done']} GRPO steps; "
-              f"wall time {_seconds(info['seconds'])} s\n"
-              f"  held-out accuracy: {info['start_held_out_accuracy']:.1%} after the format "
-              f"warm-up -> {info['final_held_out_accuracy']:.1%}\n"
-              f"  held-out format:   {info['start_held_out_format']:.1%} -> "
-              f"{info['final_held_out_format']:.1%}", flush=True)
+        echo(f"\n{state} {info['steps_done']} GRPO steps; "
+             f"wall time {_seconds(info['seconds'])} s\n"
+             f"  held-out accuracy: {info['start_held_out_accuracy']:.1%} after the format "
+             f"warm-up -> {info['final_held_out_accuracy']:.1%}\n"
+             f"  held-out format:   {info['start_held_out_format']:.1%} -> "
+             f"{info['final_held_out_format']:.1%}", flush=True)
         _draw(run, out)
-        print(f"  wrote {out / 'history.csv'}, {out / 'summary.json'}, {out / 'curves.png'}")
+        echo(f"  wrote {out / 'history.csv'}, {out / 'summary.json'}, {out / 'curves.png'}")
     except KeyboardInterrupt:          # start-up, warm-up, or while the files were written
         if info is not None and not info["interrupted"]:
             _write_json(out / "summary.json", {**info, "interrupted": True})
-        print(f"\ninterrupted (Ctrl-C); {out / 'summary.json'} is marked interrupted",
-              file=sys.stderr)
+        echo(f"\ninterrupted (Ctrl-C); {out / 'summary.json'} is marked interrupted",
+             file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_INTERRUPTED if run.interrupted else 0
 

@@ -74,7 +74,7 @@ def test_quick_run_writes_valid_json(tmp_path):
 
 
 @pytest.mark.parametrize("out, message", [
-    ("/dev/null/x.json", "--out: expected a file in an existing folder, but /dev/null"),
+    ("/dev/null/x.json", "--out: expected a file in an existing folder, but '/dev/null'"),
     ("no_such_folder/x.json", "--out: expected a file in an existing folder"),
     (".", "--out: expected a file to write, got the folder"),
 ])
@@ -104,8 +104,8 @@ def test_summary_puts_the_fused_linear_loss_next_to_liger():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--repeats", "3"], "--repeats: expected at least 5"),
-    (["--threads", "0"], "--threads: expected a positive integer"),
+    (["--repeats", "3"], "--repeats: expected an integer in [5, "),
+    (["--threads", "0"], "--threads: expected an integer in [1, "),
     (["--device", "tpu"], "invalid choice: 'tpu'"),
 ])
 def test_bad_arguments_are_refused(tmp_path, args, message):
@@ -177,3 +177,52 @@ def test_summary_says_a_goal_is_missed_when_memory_is_over():
             row(L, (8, 16), bench.MIRROR_LOSS, [1.0] * 3, 121)]       # fast enough, too big
     (mirror,) = bench.summary(rows)
     assert mirror["peak_vs_trl"] == 1.21 and not mirror["goal_met"]
+
+
+# --- issue 24: the shared --out check, bounded integers, prints in any encoding -----------------
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: "", "--out: expected a path, got '' (an empty name)"),
+    (lambda tmp: str(tmp / "dangling"), "a symbolic link to"),
+    (lambda tmp: "/proc/grpo-bench.json", "--out: expected a path outside /proc and /sys"),
+])
+def test_an_empty_dangling_or_virtual_out_is_refused_before_any_benchmark(make, message,
+                                                                          tmp_path, capsys,
+                                                                          monkeypatch):
+    """Before: a dangling link and a file under /proc passed the check (os.access says yes to
+    root), every benchmark ran, and the write ended in a traceback."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    monkeypatch.setattr(bench, "run", lambda **k: pytest.fail("a benchmark ran"))
+    with pytest.raises(SystemExit) as info:
+        bench.main(["--quick", "--out", make(tmp_path)])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threads", "1000000"], "--threads: expected an integer in [1, "),
+    (["--threads", "0"], "--threads: expected an integer in [1, "),
+    (["--repeats", "100000000"], "--repeats: expected an integer in [5, 1000]"),
+])
+def test_integer_options_are_bounded(args, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "run", lambda **k: pytest.fail("a benchmark ran"))
+    with pytest.raises(SystemExit) as info:
+        bench.main(["--quick", "--out", str(tmp_path / "b.json"), *args])
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a name that is not UTF-8")
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_name_that_is_not_utf8_is_printed_escaped(encoding, tmp_path, monkeypatch):
+    import io
+    out = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9.json")      # as sys.argv holds it
+    report = {"environment": {"platform": "Linux", "cpu_count": 2, "numpy": "2",
+                              "load_average_start": [0.0], "load_average_end": [0.0]},
+              "results": [], "summary": []}
+    monkeypatch.setattr(bench, "run", lambda **k: report)
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding=encoding)       # strict, like a pipe
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert bench.main(["--quick", "--out", out]) == 0
+    stdout.flush()
+    assert b"wrote " + os.fsencode(tmp_path) + b"/caf\\udce9.json" in stdout.buffer.getvalue()
+    assert json.loads(Path(out).read_text())["results"] == []

@@ -163,3 +163,76 @@ def test_the_printed_wall_time_keeps_milliseconds_under_a_second_and_never_goes_
     assert cli._seconds(0.0412) == "0.041"
     assert cli._seconds(41.26) == "41.3"
     assert cli._seconds(1234.56) == "1234.6"                  # a long run: no "1.23e+03"
+
+
+# --- issue 24: one --out check, upper bounds, prints that survive any name and encoding ---------
+
+@pytest.mark.parametrize("make, words", [
+    (lambda tmp: "", "expected a path, got '' (an empty name"),
+    (lambda tmp: tmp / "dangling", "a symbolic link to"),
+    (lambda tmp: tmp / "dangling" / "run", "a symbolic link to"),
+    (lambda tmp: Path("/proc/grpo-run"), "expected a path outside /proc and /sys"),
+])
+def test_an_empty_dangling_or_virtual_out_is_refused_before_any_work(make, words, tmp_path,
+                                                                     capsys, monkeypatch):
+    """Before: "" trained into the current folder, and the other two failed after the run
+    started (or, under /proc as root, whose permission bits say yes, at the first write)."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(T, "prepare", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(SystemExit) as info:
+        T.main(argv(make(tmp_path)))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument --out: " in err and words in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling"]        # nothing written
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("group_size", 10**8, "--group-size: expected a run that fits in half of this machine's"),
+    ("prompts_per_step", 10**7, "--group-size: expected a run that fits"),
+    ("warmup_batch", 10**9, "--warmup-batch: expected a run that fits"),
+    ("d_model", 10**6, "--d-model: expected a run that fits"),
+    ("threads", 10**6, "--threads: expected at most "),
+    ("steps", 10**7, "--steps: expected at most 1000000 (a million steps is days"),
+    ("warmup_steps", 10**7, "--warmup-steps: expected at most 1000000"),
+    ("eval_every", 10**7, "--eval-every: expected at most 1000000"),
+    ("inner_iters", 10**4, "--inner-iters: expected at most 1000"),
+    ("max_new_tokens", 10**4, "--max-new-tokens: expected at most 256"),
+])
+def test_integer_options_have_upper_bounds_that_name_the_flag(option, value, words, tmp_path,
+                                                              capsys, monkeypatch):
+    """Before: --group-size 1e8 ended in an allocator traceback, --threads 1e6 in a failed
+    segment map; now each exits 2 with the bound and its reason, before any work."""
+    monkeypatch.setattr(T, "prepare", lambda *a, **k: pytest.fail("work started"))
+    over = {option: value, "n_head": 1} if option == "d_model" else {option: value}
+    with pytest.raises(SystemExit) as info:
+        T.main(argv(tmp_path / "run", **over))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"error: argument {words}" in err and "Traceback" not in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_bounds_leave_the_default_run_and_chapter_6_alone():
+    parser = cli._parser()
+    cli._check_sizes(parser, T.TrainConfig())                        # does not exit
+    cli._check_sizes(parser, T.TrainConfig(steps=250, threads=1))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a name that is not UTF-8")
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_name_that_is_not_utf8_is_printed_escaped_in_any_encoding(encoding, tmp_path):
+    """Before: the run finished, then the last print raised UnicodeEncodeError (exit 1)."""
+    out = os.fsencode(tmp_path) + b"/caf\xe9-run"                    # Latin-1, not UTF-8
+    env = dict(os.environ, PYTHONIOENCODING=encoding,
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    tiny = dict(TINY, steps=1, warmup_steps=1, eval_every=1)
+    proc = subprocess.run([sys.executable, "-m", "grpo_lab.train",
+                           *[f"--{k.replace('_', '-')}={v}" for k, v in tiny.items()],
+                           b"--out=" + out, "--quiet"], env=env, capture_output=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode("ascii", "replace")[-2000:]
+    assert b"caf\\udce9-run/summary.json" in proc.stdout, proc.stdout
+    assert b"log in " in proc.stderr and b"caf\\udce9-run/" in proc.stderr
+    assert json.loads((Path(os.fsdecode(out)) / "summary.json").read_text())["steps_done"] == 1
