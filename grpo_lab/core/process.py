@@ -77,12 +77,27 @@ def check_process_advantages_arguments(step_rewards, step_mask, eps, ddof):
     return r.astype(working_dtype(out_dtype)), m, out_dtype, eps, ddof
 
 
+#: More tokens than a completion can have: int64 sums of step lengths stay exact below it.
+MAX_TOKENS = 2.0 ** 62
+
+
 def check_steps_to_tokens_arguments(step_values, step_lengths, max_len):
     """``(step_values, step_lengths, T, dtype)`` for :func:`steps_to_tokens`: every completion
     has a token, and ``T`` (``max_len``, default the longest completion) holds the longest."""
     v, out_dtype = as_float_array("step_values", step_values, ndim=3, shape_doc=_STEPS_DOC)
     lengths = as_counts("step_lengths", step_lengths, v.shape, " (the shape of step_values)")
     B, G, K = v.shape
+    if (lengths < 0).any():             # as_counts refused negatives: these wrapped from uint64
+        where = tuple(int(i) for i in np.argwhere(lengths < 0)[0])
+        raise ValueError(f"step_lengths: expected counts below 2**63, got "
+                         f"{int(lengths[where]) + 2**64} at index {where}")
+    approx = lengths.reshape(B * G, K).sum(axis=-1, dtype=np.float64)   # (N,) never wraps
+    if approx.max(initial=0.0) >= MAX_TOKENS:
+        row = int(np.argmax(approx))
+        raise ValueError(
+            f"step_lengths: expected fewer than 2**62 tokens in a completion, got steps "
+            f"summing to about {approx[row]:.3g} for completion {row % G} of prompt {row // G} "
+            f"(row {row})")
     totals = lengths.reshape(B * G, K).sum(axis=-1)                # (N,) tokens per completion
     if np.any(totals == 0):
         row = int(np.flatnonzero(totals == 0)[0])

@@ -243,3 +243,27 @@ def test_steps_to_tokens_rejects_bad_input(values, lengths, kwargs, error, words
     with pytest.raises(error) as info:
         gl.steps_to_tokens(values, lengths, **kwargs)
     assert words in str(info.value)
+
+
+# --- issue 24: step lengths whose sum wraps ------------------------------------------------------
+
+@pytest.mark.parametrize("lengths, message", [
+    # uint64 2**63 + 2**63 wrapped to 0 tokens ("at least one token ... got 0"), and 2**63 alone
+    # to a negative int64 ("negative dimensions are not allowed")
+    (np.array([[[2**63, 2**63]]], dtype=np.uint64),
+     r"^step_lengths: expected counts below 2\*\*63, got 9223372036854775808 at index \(0, 0, 0\)"),
+    (np.array([[[2**64 - 1, 1]]], dtype=np.uint64), r"got 18446744073709551615 at index"),
+    # int64 2**62 + 2**62 wraps to -2**63
+    (np.array([[[2**62, 2**62]]], dtype=np.int64),
+     r"^step_lengths: expected fewer than 2\*\*62 tokens in a completion, got steps summing to "
+     r"about 9.22e\+18 for completion 0 of prompt 0 \(row 0\)"),
+])
+def test_step_lengths_that_would_wrap_are_refused_by_name(lengths, message):
+    with pytest.raises(ValueError, match=message):
+        gl.steps_to_tokens([[[1.0, 2.0]]], lengths)
+
+
+def test_small_uint64_step_lengths_are_read_as_counts():
+    values, mask = gl.steps_to_tokens([[[2.0, -1.0]]], np.array([[[1, 2]]], dtype=np.uint64))
+    np.testing.assert_array_equal(values, [[2.0, -1.0, -1.0]])
+    assert mask.all()
