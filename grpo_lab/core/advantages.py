@@ -4,17 +4,22 @@ Taught in chapter 1 (``chapters/01_group_advantages.ipynb``). The careful numeri
 on are named helpers of :mod:`grpo_lab.numerics.stable`, shown in the chapter by name:
 ``centred_deviations``, ``std_from_deviations``, ``power_of_two_rescale``,
 ``scale_by_power_of_two`` and ``divide_or_zero``.
+
+:func:`group_advantages` checks its arguments in one call, then runs
+:func:`group_advantages_math`, the formula on rewards already checked and cast to float64,
+which calls the helpers' math (``centred_deviations_math``, ...) and checks nothing again.
 """
 
 from __future__ import annotations
 
-from grpo_lab.numerics.stable import (centred_deviations, divide_or_zero, power_of_two_rescale,
-                                      scale_by_power_of_two, std_from_deviations)
-from grpo_lab.numerics.validate import (as_float_array, cast_result, check_choice, check_int,
-                                        check_real, working_dtype)
+from grpo_lab.numerics.dtypes import cast_result, working_dtype
+from grpo_lab.numerics.stable import (centred_deviations_math, divide_or_zero_math,
+                                      power_of_two_rescale_math, scale_by_power_of_two_math,
+                                      std_from_deviations_math)
+from grpo_lab.numerics.validate import as_float_array, check_choice, check_int, check_real
 
 __all__ = ["BASELINES", "SCALES", "check_group_advantages_arguments",
-           "check_group_advantages_options", "group_advantages"]
+           "check_group_advantages_options", "group_advantages", "group_advantages_math"]
 
 SCALES = ("group", "batch", "none")
 BASELINES = ("mean", "leave_one_out")
@@ -109,17 +114,25 @@ def group_advantages(rewards, eps=1e-8, *, scale="group", ddof=0, baseline="mean
     """
     r, out_dtype, eps, scale, ddof, baseline = check_group_advantages_arguments(
         rewards, eps, scale, ddof, baseline)
+    adv = group_advantages_math(r.astype(working_dtype(out_dtype)), eps, scale, ddof, baseline)
+    return cast_result("rewards", "advantages", adv, out_dtype)
+
+
+def group_advantages_math(r, eps=1e-8, scale="group", ddof=0, baseline="mean"):
+    """:func:`group_advantages` on checked values: rewards (B, G) as a float array in the dtype
+    to compute in (float64), G >= 2, and the options as :func:`check_group_advantages_options`
+    returns them. Returns the advantages (B, G) in that dtype; inf only where they do not fit.
+    """
     B, G = r.shape
     # Divide by 2**k near max|r| (exact), so that no square overflows; eps is divided too, and
     # A, a ratio of deviations to a std, does not change.
-    x, k = power_of_two_rescale(r.astype(working_dtype(out_dtype)), eps=eps)   # (B, G) r / 2**k
+    x, k = power_of_two_rescale_math(r, eps=eps)                          # (B, G) r / 2**k
 
     # The formula, A = (r - baseline) / (std + eps), a line per term:
-    dev = centred_deviations(x)                                            # (B, G) r - mean(r)
+    dev = centred_deviations_math(x)                                      # (B, G) r - mean(r)
     centred = dev * (G / (G - 1)) if baseline == "leave_one_out" else dev  # r - baseline
-    if scale == "none":                                                    # Dr. GRPO: no std
-        return cast_result("rewards", "advantages", scale_by_power_of_two(centred, k), out_dtype)
-    pool = dev if scale == "group" else centred_deviations(x.reshape(1, B * G))   # (B|1, .)
-    std = std_from_deviations(pool, ddof)                                  # (B, 1) or (1, 1)
-    adv = divide_or_zero(centred, std + scale_by_power_of_two(eps, -k))    # (B, G), 0/0 is 0
-    return cast_result("rewards", "advantages", adv, out_dtype)
+    if scale == "none":                                                   # Dr. GRPO: no std
+        return scale_by_power_of_two_math(centred, k)
+    pool = dev if scale == "group" else centred_deviations_math(x.reshape(1, B * G))  # (B|1, .)
+    std = std_from_deviations_math(pool, ddof, pool.shape[-1])            # (B, 1) or (1, 1)
+    return divide_or_zero_math(centred, std + scale_by_power_of_two_math(eps, -k))   # 0/0 is 0

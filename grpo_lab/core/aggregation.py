@@ -4,18 +4,22 @@ Taught in chapter 2 (``chapters/02_ppo_to_grpo.ipynb``).
 
 Every aggregation is a weighted sum of the per-token losses; the modes (TRL's ``loss_type``
 names ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``) differ only in the weights, which
-:func:`aggregation_weights` returns so they can be looked at.
+:func:`aggregation_weights` returns so they can be looked at. The public functions check
+their arguments once; :func:`aggregation_weights_math` is the weights on a mask already checked,
+which :func:`aggregate_loss` and :func:`grpo_lab.grpo_loss` call.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice,
-                                        check_int, describe, valid_lengths, working_dtype)
+from grpo_lab.numerics.dtypes import cast_result, working_dtype
+from grpo_lab.numerics.validate import (as_float_array, as_mask, check_choice, check_int,
+                                        describe, valid_lengths)
 
-__all__ = ["AGGREGATIONS", "aggregate_loss", "aggregation_weights", "check_aggregate_loss_arguments",
-           "check_aggregation_options", "check_aggregation_weights_arguments"]
+__all__ = ["AGGREGATIONS", "aggregate_loss", "aggregation_weights", "aggregation_weights_math",
+           "check_aggregate_loss_arguments", "check_aggregation_options",
+           "check_aggregation_weights_arguments", "check_max_len"]
 
 #: TRL's ``loss_type`` names. ``bnpo`` and ``dapo`` are the same on one process (see below).
 AGGREGATIONS = ("grpo", "bnpo", "dapo", "dr_grpo")
@@ -25,13 +29,19 @@ def check_aggregation_options(mode, max_len, T):
     """``(mode, max_len)`` for a padded length ``T`` (backend-neutral): ``max_len`` is T by
     default and only ``dr_grpo`` takes it."""
     mode = check_choice("mode", mode, AGGREGATIONS)
+    return mode, check_max_len(max_len, mode, T)
+
+
+def check_max_len(max_len, mode, T):
+    """``max_len`` for an aggregation ``mode`` already checked and a padded length ``T``: T by
+    default under ``dr_grpo``, and None under every other mode."""
     if max_len is not None and mode != "dr_grpo":
         raise ValueError(f"max_len: expected None with mode {mode!r} (only 'dr_grpo' divides by "
                          f"it), got {max_len!r}")
     if mode == "dr_grpo":
         max_len = T if max_len is None else check_int(
             "max_len", max_len, minimum=T, why=f" (at least T = {T}, the padded length)")
-    return mode, max_len
+    return max_len
 
 
 def check_aggregation_weights_arguments(mask, mode, max_len):
@@ -44,13 +54,15 @@ def check_aggregation_weights_arguments(mask, mode, max_len):
     return m, valid_lengths(m), mode, max_len
 
 
-def check_aggregate_loss_arguments(per_token_loss, mask):
-    """``(per_token_loss, mask, dtype)``: the losses (N, T) in float64 and a same-shape bool mask
-    (mode and max_len are checked by :func:`aggregation_weights`)."""
+def check_aggregate_loss_arguments(per_token_loss, mask, mode, max_len):
+    """``(per_token_loss, mask, lengths, dtype, mode, max_len)``: the losses (N, T) in float64,
+    a same-shape bool mask with a valid token in every row, the valid tokens per row, the
+    result's dtype and the options of :func:`check_aggregation_options`."""
     lt, dtype = as_float_array("per_token_loss", per_token_loss, ndim=2,
                                shape_doc=" of shape (N, T)")
     m = as_mask("mask", mask, lt.shape, " (the shape of per_token_loss; nothing is broadcast)")
-    return lt.astype(working_dtype(dtype)), m, dtype
+    mode, max_len = check_aggregation_options(mode, max_len, lt.shape[1])
+    return lt.astype(working_dtype(dtype)), m, valid_lengths(m), dtype, mode, max_len
 
 
 def aggregation_weights(mask, mode, *, max_len=None):
@@ -91,6 +103,12 @@ def aggregation_weights(mask, mode, *, max_len=None):
            [0.125, 0.125, 0.125, 0.125]])
     """
     m, lengths, mode, max_len = check_aggregation_weights_arguments(mask, mode, max_len)
+    return aggregation_weights_math(m, lengths, mode, max_len)
+
+
+def aggregation_weights_math(m, lengths, mode, max_len=None):
+    """:func:`aggregation_weights` on checked values: a 2-D bool mask (N, T), its valid tokens
+    per row (N,) (none 0), ``mode`` one of :data:`AGGREGATIONS` and ``max_len`` (dr_grpo's)."""
     N, T = m.shape                                                 # lengths: (N,) L_i
     if mode == "grpo":
         per_token = 1.0 / (N * lengths[:, None])                   # (N, 1) 1 / (N L_i)
@@ -131,6 +149,7 @@ def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
     >>> [float(gl.aggregate_loss(loss, mask, m)) for m in ("grpo", "dapo", "dr_grpo")]
     [0.5, 0.25, 0.16666666666666666]
     """
-    lt, m, dtype = check_aggregate_loss_arguments(per_token_loss, mask)   # (N, T) float64, bool
-    w = aggregation_weights(m, mode, max_len=max_len)              # (N, T)
+    lt, m, lengths, dtype, mode, max_len = check_aggregate_loss_arguments(
+        per_token_loss, mask, mode, max_len)                       # (N, T) float64, bool, (N,)
+    w = aggregation_weights_math(m, lengths, mode, max_len)        # (N, T), each w <= 1
     return cast_result("per_token_loss", "aggregated loss", (w * lt).sum(), dtype)[()]

@@ -39,19 +39,26 @@ Numerics, the same for all three:
   ``compute_approx_kl`` (``openrlhf/models/utils.py``) clips every estimator to
   ``[-10, 10]`` (chapter 8's map gives file and line; ``tests/reference`` compares). A
   clipped token passes no gradient through its KL term.
+
+Each public function checks its arguments in one call, then runs the math: ``kl_k1_math``,
+``kl_k2_math`` and ``kl_k3_math`` (:data:`KL_MATH` by name) are the estimators on log-probs
+already checked, which :func:`grpo_lab.grpo_loss` and :func:`kl_shaped_rewards` call directly.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.stable import k3_from_log_ratio, log_ratio
-from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice,
-                                        check_real, check_shape, common_dtype, describe,
-                                        first_non_finite, is_tensor, working_dtype)
+from grpo_lab.numerics.dtypes import (cast_result, common_dtype, first_non_finite, is_tensor,
+                                      working_dtype)
+from grpo_lab.numerics.logspace import k3_from_log_ratio_math, log_ratio_math
+from grpo_lab.numerics.stable import power_of_two_rescale_math, scale_by_power_of_two_math
+from grpo_lab.numerics.validate import (as_float_array, as_mask, check_choice, check_real,
+                                        check_shape, describe)
 
-__all__ = ["KL_NAMES", "cast_kl_estimate", "check_kl_arguments", "check_kl_shapes",
-           "check_kl_shaped_rewards_arguments", "kl_grad_logp", "kl_k1", "kl_k2", "kl_k3",
+__all__ = ["KL_MATH", "KL_NAMES", "cast_kl_estimate", "check_kl_arguments",
+           "check_kl_grad_logp_arguments", "check_kl_shapes", "check_kl_shaped_rewards_arguments",
+           "kl_grad_logp", "kl_k1", "kl_k1_math", "kl_k2", "kl_k2_math", "kl_k3", "kl_k3_math",
            "kl_k3_plus", "kl_shaped_rewards"]
 
 _SHAPE_DOC = " of per-token log-probs, shape (..., T)"
@@ -133,8 +140,12 @@ def kl_k1(logp, ref_logp, *, clamp=None):
     array([ 0.6931, -0.6931])
     """
     lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
-    k = log_ratio(lp, ref)                                         # (..., T) d = logp - ref_logp
-    return cast_kl_estimate("k1", k, out_dtype, clamp)
+    return cast_kl_estimate("k1", kl_k1_math(lp, ref), out_dtype, clamp)
+
+
+def kl_k1_math(logp, ref_logp):
+    """:func:`kl_k1` on checked same-shape float arrays, in their dtype, not clipped."""
+    return log_ratio_math(logp, ref_logp)                          # (..., T) d = logp - ref_logp
 
 
 def kl_k2(logp, ref_logp, *, clamp=None):
@@ -150,10 +161,15 @@ def kl_k2(logp, ref_logp, *, clamp=None):
     array([0.2402, 0.2402])
     """
     lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
-    d = log_ratio(lp, ref)                                         # (..., T) logp - ref_logp
-    with np.errstate(over="ignore"):       # a square past float64's range: refused just below
-        k = 0.5 * d * d                                            # (..., T)
-    return cast_kl_estimate("k2", k, out_dtype, clamp)
+    return cast_kl_estimate("k2", kl_k2_math(lp, ref), out_dtype, clamp)
+
+
+def kl_k2_math(logp, ref_logp):
+    """:func:`kl_k2` on checked same-shape float arrays; a square past float64's range is inf,
+    quietly, for the caller to refuse or clip."""
+    d = log_ratio_math(logp, ref_logp)                             # (..., T) logp - ref_logp
+    with np.errstate(over="ignore"):
+        return 0.5 * d * d                                         # (..., T)
 
 
 def kl_k3(logp, ref_logp, *, clamp=None):
@@ -181,14 +197,20 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     array([10.])
     """
     lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
-    k = k3_from_log_ratio(log_ratio(lp, ref))      # (..., T) e^{-d} + d - 1, d = logp - ref_logp
-    return cast_kl_estimate("k3", k, out_dtype, clamp)
+    return cast_kl_estimate("k3", kl_k3_math(lp, ref), out_dtype, clamp)
+
+
+def kl_k3_math(logp, ref_logp):
+    """:func:`kl_k3` on checked same-shape float arrays; inf where ``e^{-d}`` overflows."""
+    return k3_from_log_ratio_math(log_ratio_math(logp, ref_logp))   # e^{-d} + d - 1, (..., T)
 
 
 # --- what production trainers add (chapter 8) ----------------------------------------------------
 
 #: The estimators by name, as ``grpo_loss(kl=...)`` and :func:`kl_grad_logp` accept them.
 KL_NAMES = ("k1", "k2", "k3", "k3+")
+#: Their values on checked log-probs (k3+ has k3's value; only its gradient differs).
+KL_MATH = {"k1": kl_k1_math, "k2": kl_k2_math, "k3": kl_k3_math, "k3+": kl_k3_math}
 
 
 def kl_k3_plus(logp, ref_logp, *, clamp=None):
@@ -208,7 +230,8 @@ def kl_k3_plus(logp, ref_logp, *, clamp=None):
     >>> gl.kl_grad_logp(np.log([0.5]), np.log([0.25]), "k3+").round(4)   # k2's gradient, log 2
     array([0.6931])
     """
-    return kl_k3(logp, ref_logp, clamp=clamp)
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
+    return cast_kl_estimate("k3", kl_k3_math(lp, ref), out_dtype, clamp)
 
 
 def kl_grad_logp(logp, ref_logp, kl="k3", *, clamp=None):
@@ -234,15 +257,26 @@ def kl_grad_logp(logp, ref_logp, kl="k3", *, clamp=None):
     >>> [gl.kl_grad_logp(lp, ref, k).round(4).tolist() for k in ("k1", "k2", "k3")]
     [[1.0, 1.0], [0.6931, -0.6931], [0.5, -1.0]]
     """
+    lp, ref, kl, out_dtype, clamp = check_kl_grad_logp_arguments(logp, ref_logp, kl, clamp)
+    d = log_ratio_math(lp, ref)                                    # (..., T) logp - ref_logp
+    if kl == "k1":
+        grad = np.ones_like(d)                                     # d k1 / d logp = 1
+    elif kl == "k3":
+        with np.errstate(over="ignore"):                           # refused by name below
+            grad = -np.expm1(-d)                                   # 1 - e^{-d}
+    else:
+        grad = d                                                   # k2 and k3+: d
+    if clamp is not None and kl != "k3+":                          # only the estimate asked for
+        grad = np.where(np.abs(KL_MATH[kl](lp, ref)) > clamp, 0.0, grad)   # clipped: flat
+    return cast_kl_estimate(f"{kl} gradient", grad, out_dtype, None)
+
+
+def check_kl_grad_logp_arguments(logp, ref_logp, kl, clamp):
+    """``(logp, ref_logp, kl, out_dtype, clamp)`` for :func:`kl_grad_logp`: those of
+    :func:`check_kl_arguments`, and ``kl`` one of :data:`KL_NAMES`."""
     kl = check_choice("kl", kl, KL_NAMES)
     lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)   # float64 (..., T)
-    d = log_ratio(lp, ref)                                         # (..., T) logp - ref_logp
-    grad = {"k1": lambda: np.ones_like(d), "k2": lambda: d, "k3+": lambda: d,
-            "k3": lambda: -np.expm1(-d)}[kl]()                     # (..., T) 1 - e^{-d} for k3
-    if clamp is not None and kl != "k3+":
-        value = {"k1": d, "k2": 0.5 * d * d, "k3": k3_from_log_ratio(d)}[kl]
-        grad = np.where(np.abs(value) > clamp, 0.0, grad)          # a clipped estimate is flat
-    return cast_kl_estimate(f"{kl} gradient", grad, out_dtype, None)
+    return lp, ref, kl, out_dtype, clamp
 
 
 def check_kl_shaped_rewards_arguments(rewards, old_logp, ref_logp, mask, beta, kl, clamp):
@@ -301,7 +335,11 @@ def kl_shaped_rewards(rewards, old_logp, ref_logp, mask, *, beta, kl="k1", clamp
     """
     r, old, ref, m, beta, kl, clamp, dtype = check_kl_shaped_rewards_arguments(
         rewards, old_logp, ref_logp, mask, beta, kl, clamp)
-    k = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3}[kl](old, ref, clamp=clamp)   # (N, T) float64
-    summed = np.where(m, k, 0.0).sum(axis=-1)                      # (N,) KL of each completion
-    shaped = r - beta * summed.reshape(r.shape)                    # (B, G) r_i - beta sum_t k
+    k = cast_kl_estimate(kl, KL_MATH[kl](old, ref), old.dtype, clamp)   # (N, T) float64
+    # sum_t k in units of 2**j, exact, so that a sum past float64's range of estimates that
+    # fit is no inf: beta * sum_t k fits whenever the shaped reward does.
+    small, j = power_of_two_rescale_math(np.where(m, k, 0.0))      # (N, T) |k / 2**j| < 1
+    with np.errstate(over="ignore"):                               # refused by name below
+        penalty = scale_by_power_of_two_math(beta * small.sum(axis=-1), j)   # (N,) beta sum_t k
+        shaped = r - penalty.reshape(r.shape)                      # (B, G) r_i - beta sum_t k
     return cast_result("rewards, old_logp, ref_logp", "shaped rewards", shaped, dtype)

@@ -7,23 +7,31 @@ Taught in chapter 2 (``chapters/02_ppo_to_grpo.ipynb``).
   and the aggregations of :mod:`grpo_lab.core.aggregation`;
 * :func:`grpo_diagnostics`: the metrics a trainer logs beside it (TRL's clip fractions, the
   mean ratio and KL, CleanRL's ``approx_kl``), each defined in its docstring.
+
+:func:`grpo_loss` checks its arguments in one call (:func:`check_grpo_loss_arguments`), then
+composes the math of its pieces on the checked arrays: :func:`surrogate_from_ratio_math`,
+:func:`sequence_ratio_math`, :data:`grpo_lab.core.kl.KL_MATH`, :func:`aggregation_weights_math`
+and :func:`grpo_diagnostics_math`, none of which checks anything again.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.core.aggregation import AGGREGATIONS, aggregation_weights, check_aggregation_options
-from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3, kl_k3_plus
+from grpo_lab.core.aggregation import AGGREGATIONS, aggregation_weights_math, check_max_len
+from grpo_lab.core.kl import KL_MATH, cast_kl_estimate, kl_k1, kl_k2, kl_k3, kl_k3_plus
 from grpo_lab.core.surrogate import (LEVELS, MAX_LOG_RATIO, check_advantages, check_clip_range,
-                                     check_logp_pair, sequence_ratio, surrogate_from_ratio)
-from grpo_lab.numerics.stable import log_ratio, masked_mean
-from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice,
-                                        check_real, check_shape, common_dtype, describe,
-                                        valid_lengths, working_dtype)
+                                     check_logp_pair, sequence_ratio_math,
+                                     surrogate_from_ratio_math)
+from grpo_lab.numerics.dtypes import cast_result, common_dtype, working_dtype
+from grpo_lab.numerics.logspace import log_ratio_math
+from grpo_lab.numerics.stable import masked_mean_math
+from grpo_lab.numerics.validate import (as_float_array, as_mask, check_choice, check_real,
+                                        check_shape, describe, valid_lengths)
 
 __all__ = ["KL_ESTIMATORS", "check_grpo_diagnostics_arguments", "check_grpo_loss_arguments",
-           "check_grpo_loss_knobs", "check_grpo_loss_options", "grpo_diagnostics", "grpo_loss"]
+           "check_grpo_loss_knobs", "check_grpo_loss_options", "grpo_diagnostics",
+           "grpo_diagnostics_math", "grpo_loss"]
 
 #: The per-token KL estimators ``grpo_loss(kl=...)`` can use (chapter 3; verl's straight-through
 #: "k3+", whose value is k3's and whose gradient is k2's, in chapter 8).
@@ -62,7 +70,7 @@ def check_grpo_loss_knobs(dual_clip, max_len, kl_clamp, kl_bias_correction, agg,
     """
     if dual_clip is not None:
         dual_clip = check_real("dual_clip", dual_clip, minimum=1.0, allow_equal=False)
-    _, max_len = check_aggregation_options(agg, max_len, T)
+    max_len = check_max_len(max_len, agg, T)
     if kl_clamp is not None:
         kl_clamp = check_real("kl_clamp", kl_clamp, minimum=0.0, allow_equal=False)
     if not isinstance(kl_bias_correction, (bool, np.bool_)):
@@ -76,10 +84,10 @@ def check_grpo_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low, eps_
                               kl_bias_correction=False):
     """Everything :func:`grpo_loss` takes, checked, in the order of its signature.
 
-    Returns ``(logp, old_logp, ref_logp, adv, mask, dtype, options, knobs)``: the arrays in
-    float64 (``ref_logp`` None if absent; adv (N, 1) or (N, T)), a bool mask with a valid token
-    in every row, the result's dtype, the options of :func:`check_grpo_loss_options` and the
-    knobs of :func:`check_grpo_loss_knobs`.
+    Returns ``(logp, old_logp, ref_logp, adv, mask, lengths, dtype, options, knobs)``: the
+    arrays in float64 (``ref_logp`` None if absent; adv (N, 1) or (N, T)), a bool mask with a
+    valid token in every row and those counts (N,), the result's dtype, the options of
+    :func:`check_grpo_loss_options` and the knobs of :func:`check_grpo_loss_knobs`.
     """
     lp, old, dtype = check_logp_pair(logp, old_logp, ndim=2)
     m = as_mask("mask", mask, lp.shape, _SHAPE_OF_LOGP)
@@ -94,11 +102,12 @@ def check_grpo_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low, eps_
                                                                         "shape (N, T)")
         check_shape("ref_logp", ref, lp.shape, _SHAPE_OF_LOGP)
         dtypes.append(ref_dtype)
-    valid_lengths(m)                                                # every row has a token
+    lengths = valid_lengths(m)                                      # every row has a token
     out_dtype = common_dtype(*dtypes)
     work = working_dtype(out_dtype)
     ref = None if ref_logp is None else ref.astype(work)
-    return lp.astype(work), old.astype(work), ref, a.astype(work), m, out_dtype, options, knobs
+    return (lp.astype(work), old.astype(work), ref, a.astype(work), m, lengths, out_dtype,
+            options, knobs)
 
 
 def check_grpo_diagnostics_arguments(logp, old_logp, ratio, adv, mask, eps_low, eps_high,
@@ -207,24 +216,25 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None
     >>> round(float(gl.grpo_loss(logp, logp, logp, adv, mask, agg="dapo")[0]), 6)
     0.111111
     """
-    lp, old, ref, adv, m, dtype, (eps_low, eps_high, beta, kl, agg, level), knobs = (
+    lp, old, ref, adv, m, lengths, dtype, (eps_low, eps_high, beta, kl, agg, level), knobs = (
         check_grpo_loss_arguments(logp, old_logp, ref_logp, adv, mask, eps_low, eps_high, beta,
                                   kl, agg, level, dual_clip, max_len, kl_clamp,
                                   kl_bias_correction))              # float64 (N, T); adv (N, 1|T)
     dual_clip, max_len, kl_clamp, kl_bias_correction = knobs
     if level == "token":
-        ratio = np.exp(log_ratio(lp, old, clamp=MAX_LOG_RATIO))      # (N, T) pi_theta / pi_old
+        ratio = np.exp(log_ratio_math(lp, old, MAX_LOG_RATIO))       # (N, T) pi_theta / pi_old
     else:
-        ratio = sequence_ratio(lp, old, m)[:, None]                  # (N, 1) GSPO's s_i
-    pg_loss = surrogate_from_ratio(ratio, adv, eps_low=eps_low, eps_high=eps_high,
-                                   dual_clip=dual_clip)              # (N, T)
-    per_token_kl = None if ref is None else KL_ESTIMATORS[kl](lp, ref, clamp=kl_clamp)  # (N, T)
-    if per_token_kl is not None and kl_bias_correction:
-        per_token_kl = ratio * per_token_kl                          # TRL: k weighted by r
-    per_token_loss = pg_loss if ref is None else pg_loss + beta * per_token_kl      # (N, T)
-    loss = (aggregation_weights(m, agg, max_len=max_len) * per_token_loss).sum()   # sum w l
-    diagnostics = grpo_diagnostics(lp, old, ratio, adv, m, eps_low=eps_low, eps_high=eps_high,
-                                   per_token_kl=per_token_kl)
+        ratio = sequence_ratio_math(lp, old, m)[:, None]             # (N, 1) GSPO's s_i
+    pg_loss = surrogate_from_ratio_math(ratio, adv, eps_low, eps_high, dual_clip)   # (N, T)
+    per_token_kl = None if ref is None else cast_kl_estimate(
+        kl, KL_MATH[kl](lp, ref), lp.dtype, kl_clamp)                # (N, T), clipped, finite
+    with np.errstate(over="ignore"):                                 # refused by name below
+        if per_token_kl is not None and kl_bias_correction:
+            per_token_kl = ratio * per_token_kl                      # TRL: k weighted by r
+        per_token_loss = pg_loss if ref is None else pg_loss + beta * per_token_kl  # (N, T)
+        w = aggregation_weights_math(m, lengths, agg, max_len)       # (N, T), each w <= 1
+        loss = (w * per_token_loss).sum()                            # sum w l
+    diagnostics = grpo_diagnostics_math(lp, old, ratio, adv, m, eps_low, eps_high, per_token_kl)
     return cast_result("logp, old_logp, ref_logp, adv", "loss", loss, dtype)[()], diagnostics
 
 
@@ -263,16 +273,23 @@ def grpo_diagnostics(logp, old_logp, ratio, adv, mask, *, eps_low=0.2, eps_high=
     >>> d["clip_frac_low"], d["clip_frac_high"], round(d["mean_ratio"], 4)
     (0.3333333333333333, 0.3333333333333333, 1.0)
     """
-    lp, old, ratio, adv, m, eps_low, eps_high, per_token_kl = check_grpo_diagnostics_arguments(
-        logp, old_logp, ratio, adv, mask, eps_low, eps_high, per_token_kl)   # (N, T) each
+    return grpo_diagnostics_math(*check_grpo_diagnostics_arguments(
+        logp, old_logp, ratio, adv, mask, eps_low, eps_high, per_token_kl))
+
+
+def grpo_diagnostics_math(logp, old_logp, ratio, adv, mask, eps_low, eps_high,
+                          per_token_kl=None):
+    """:func:`grpo_diagnostics` on checked values: float64 arrays that broadcast to the (N, T)
+    bool ``mask`` (which has a valid token in every row) and floats ``eps_low``, ``eps_high``."""
     is_low_clipped = (ratio < 1 - eps_low) & (adv < 0)             # (N, T)
     is_high_clipped = (ratio > 1 + eps_high) & (adv > 0)           # (N, T)
+    # k3 with the roles swapped: ratio - 1 - log(ratio), samples from pi_old (CleanRL).
+    approx_kl = np.minimum(KL_MATH["k3"](old_logp, logp), MAX_LOG_RATIO)   # (N, T)
     return {
-        "clip_frac_low": float(masked_mean(is_low_clipped, m)),
-        "clip_frac_high": float(masked_mean(is_high_clipped, m)),
-        "clip_frac": float(masked_mean(is_low_clipped | is_high_clipped, m)),
-        "mean_ratio": float(masked_mean(ratio, m)),
-        "mean_kl": None if per_token_kl is None else float(masked_mean(per_token_kl, m)),
-        # k3 with the roles swapped: ratio - 1 - log(ratio), samples from pi_old (CleanRL).
-        "approx_kl": float(masked_mean(kl_k3(old, lp, clamp=MAX_LOG_RATIO), m)),
+        "clip_frac_low": float(masked_mean_math(is_low_clipped, mask)),
+        "clip_frac_high": float(masked_mean_math(is_high_clipped, mask)),
+        "clip_frac": float(masked_mean_math(is_low_clipped | is_high_clipped, mask)),
+        "mean_ratio": float(masked_mean_math(ratio, mask)),
+        "mean_kl": None if per_token_kl is None else float(masked_mean_math(per_token_kl, mask)),
+        "approx_kl": float(masked_mean_math(approx_kl, mask)),
     }

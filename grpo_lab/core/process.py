@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.stable import (centred_deviations, divide_or_zero, power_of_two_rescale,
-                                      scale_by_power_of_two, std_from_deviations)
-from grpo_lab.numerics.validate import (as_counts, as_float_array, as_mask, cast_result, check_int,
-                                        check_real, working_dtype)
+from grpo_lab.numerics.dtypes import cast_result, working_dtype
+from grpo_lab.numerics.stable import (centred_deviations_math, divide_or_zero_math,
+                                      power_of_two_rescale_math, scale_by_power_of_two_math,
+                                      std_from_deviations_math)
+from grpo_lab.numerics.validate import as_counts, as_float_array, as_mask, check_int, check_real
 
 __all__ = ["check_process_advantages_arguments", "check_step_mask",
            "check_steps_to_tokens_arguments", "process_advantages", "steps_to_tokens"]
@@ -157,12 +158,12 @@ def process_advantages(step_rewards, step_mask, eps=1e-8, *, ddof=0):
     B, G, K = r.shape
     R = m.reshape(B, G * K)                                        # (B, G*K) the set R per group
     # Divide by 2**k near max |r| over the real steps (exact), so no square overflows.
-    x, k = power_of_two_rescale(np.where(R, r.reshape(B, G * K), 0.0), eps=eps)   # (B, G*K)
+    x, k = power_of_two_rescale_math(np.where(R, r.reshape(B, G * K), 0.0), eps=eps)  # (B, G*K)
 
     # The normalisation over R: (r - mean(R)) / (std(R) + eps), about each group's first step.
-    dev = centred_deviations(x, mask=R)                            # (B, G*K), 0 on padding
-    std = std_from_deviations(dev, ddof, count=R.sum(axis=-1, keepdims=True))   # (B, 1)
-    r_norm = divide_or_zero(dev, std + scale_by_power_of_two(eps, -k)).reshape(B, G, K)
+    dev = centred_deviations_math(x, mask=R)                       # (B, G*K), 0 on padding
+    std = std_from_deviations_math(dev, ddof, R.sum(axis=-1, keepdims=True))   # (B, 1)
+    r_norm = divide_or_zero_math(dev, std + scale_by_power_of_two_math(eps, -k)).reshape(B, G, K)
 
     # Each step's advantage: the sum of its own and the later steps' normalised rewards
     # (a reversed cumulative sum; padded steps are 0 and add nothing).

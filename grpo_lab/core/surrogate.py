@@ -12,20 +12,27 @@ Taught in chapter 2 (``chapters/02_ppo_to_grpo.ipynb``); chapter 7 derives the g
 The ratio ``exp(logp - old_logp)`` is computed from a log-ratio clamped to
 ``[-MAX_LOG_RATIO, MAX_LOG_RATIO]`` in float64 (:func:`grpo_lab.log_ratio`), as verl does
 (``compute_policy_loss`` in ``verl/trainer/ppo/core_algos.py`` clamps it to [-20, 20]).
+
+Each public function checks its arguments in one ``check_*_arguments`` call and then runs the
+math. :func:`surrogate_from_ratio_math` and :func:`sequence_ratio_math` are that math on values
+already checked: :func:`grpo_lab.grpo_loss` composes them without checking anything again.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.stable import check_block_input, log_ratio, masked_mean
-from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_real, check_shape,
-                                        common_dtype, describe, valid_lengths, working_dtype)
+from grpo_lab.numerics.dtypes import all_finite, cast_result, common_dtype, working_dtype
+from grpo_lab.numerics.logspace import log_ratio_math
+from grpo_lab.numerics.stable import masked_mean_math
+from grpo_lab.numerics.validate import (as_float_array, as_mask, check_block_input, check_real,
+                                        check_shape, describe, valid_lengths)
 
 __all__ = ["LEVELS", "MAX_LOG_RATIO", "check_adv_shape", "check_advantages", "check_clip_range",
            "check_clipped_surrogate_arguments", "check_logp_pair", "check_sequence_ratio_arguments",
            "check_surrogate_from_ratio_arguments", "check_surrogate_options",
-           "clipped_surrogate_loss", "sequence_ratio", "surrogate_from_ratio", "surrogate_grad_logp"]
+           "clipped_surrogate_loss", "sequence_ratio", "sequence_ratio_math",
+           "surrogate_from_ratio", "surrogate_from_ratio_math", "surrogate_grad_logp"]
 
 #: Largest |logp - old_logp| used in a ratio: e^20 is 4.9e8, far outside any clip range.
 MAX_LOG_RATIO = 20.0
@@ -157,14 +164,31 @@ def surrogate_from_ratio(ratio, adv, *, eps_low=0.2, eps_high=None, dual_clip=No
     """
     ratio, adv, eps_low, eps_high, dual_clip = check_surrogate_from_ratio_arguments(
         ratio, adv, eps_low, eps_high, dual_clip)
-    pg_loss1 = -adv * ratio                                       # unclipped: -r A
-    pg_loss2 = -adv * np.clip(ratio, 1 - eps_low, 1 + eps_high)   # clipped: -clip(r) A
-    pg_loss = np.maximum(pg_loss1, pg_loss2)                      # = -min(r A, clip(r) A)
-    if dual_clip is not None:
-        # Dual-clip (Ye et al. 2020): for A < 0 the objective is also bounded below by
-        # c A, so a token whose ratio has run far above 1 cannot dominate the batch.
-        pg_loss3 = -adv * dual_clip                               # (N, 1) or (N, T)
-        pg_loss = np.where(adv < 0, np.minimum(pg_loss, pg_loss3), pg_loss)
+    pg_loss = surrogate_from_ratio_math(ratio, adv, eps_low, eps_high, dual_clip)
+    if not all_finite(pg_loss) and all_finite(ratio) and all_finite(adv):
+        where = tuple(np.argwhere(~np.isfinite(pg_loss))[0].tolist())
+        raise ValueError(f"ratio, adv: expected a per-token loss -A r within float64's range, "
+                         f"got {pg_loss[where]} at index {where} (|A| r past 1.8e308); the "
+                         f"advantages are far too large, or pass dual_clip=... to bound it")
+    return pg_loss
+
+
+def surrogate_from_ratio_math(ratio, adv, eps_low, eps_high, dual_clip=None):
+    """:func:`surrogate_from_ratio` on checked values: float arrays ``ratio`` and ``adv`` that
+    broadcast, floats ``eps_low``, ``eps_high`` and ``dual_clip`` (None or c > 1).
+
+    A term past float64's range is inf, quietly (an A of -1e300 with a ratio of e^20): the
+    callers refuse it by name.
+    """
+    with np.errstate(over="ignore"):                              # |A| r past float64: inf
+        pg_loss1 = -adv * ratio                                   # unclipped: -r A
+        pg_loss2 = -adv * np.clip(ratio, 1 - eps_low, 1 + eps_high)   # clipped: -clip(r) A
+        pg_loss = np.maximum(pg_loss1, pg_loss2)                  # = -min(r A, clip(r) A)
+        if dual_clip is not None:
+            # Dual-clip (Ye et al. 2020): for A < 0 the objective is also bounded below by
+            # c A, so a token whose ratio has run far above 1 cannot dominate the batch.
+            pg_loss3 = -adv * dual_clip                           # (N, 1) or (N, T)
+            pg_loss = np.where(adv < 0, np.minimum(pg_loss, pg_loss3), pg_loss)
     return pg_loss
 
 
@@ -219,9 +243,8 @@ def clipped_surrogate_loss(logp, old_logp, adv, *, eps_low=0.2, eps_high=None, d
     """
     lp, old, adv, dtype, eps_low, eps_high, dual_clip = check_clipped_surrogate_arguments(
         logp, old_logp, adv, eps_low, eps_high, dual_clip)
-    ratio = np.exp(log_ratio(lp, old, clamp=MAX_LOG_RATIO))       # (N, T) pi_theta / pi_old
-    pg_loss = surrogate_from_ratio(ratio, adv, eps_low=eps_low, eps_high=eps_high,
-                                   dual_clip=dual_clip)           # (N, T)
+    ratio = np.exp(log_ratio_math(lp, old, MAX_LOG_RATIO))        # (N, T) pi_theta / pi_old
+    pg_loss = surrogate_from_ratio_math(ratio, adv, eps_low, eps_high, dual_clip)   # (N, T)
     return cast_result("logp, old_logp, adv", "per-token losses", pg_loss, dtype)
 
 
@@ -247,13 +270,14 @@ def surrogate_grad_logp(logp, old_logp, adv, *, eps_low=0.2, eps_high=None, dual
     """
     lp, old, adv, dtype, eps_low, eps_high, dual_clip = check_clipped_surrogate_arguments(
         logp, old_logp, adv, eps_low, eps_high, dual_clip)
-    d = log_ratio(lp, old)                                        # (N, T), not clamped
+    d = log_ratio_math(lp, old)                                   # (N, T), not clamped
     ratio = np.exp(np.clip(d, -MAX_LOG_RATIO, MAX_LOG_RATIO))     # (N, T) as in the loss
     held = ((adv > 0) & (ratio > 1 + eps_high)) | ((adv < 0) & (ratio < 1 - eps_low))
     if dual_clip is not None:
         held |= (adv < 0) & (ratio > dual_clip)                   # the loss is -c A there
     held |= np.abs(d) > MAX_LOG_RATIO                             # the clamp holds: constant
-    grad = np.where(held, 0.0, -adv * ratio)                      # (N, T) d(-r A)/d logp = -r A
+    with np.errstate(over="ignore"):                              # refused by name just below
+        grad = np.where(held, 0.0, -adv * ratio)                  # (N, T) d(-r A)/d logp = -r A
     return cast_result("logp, old_logp, adv", "gradients", grad, dtype)
 
 
@@ -293,6 +317,11 @@ def sequence_ratio(logp, old_logp, mask):
     array([1.    , 1.5874])
     """
     lp, old, m, dtype = check_sequence_ratio_arguments(logp, old_logp, mask)   # (N, T) each
-    mean_log_ratio = masked_mean(log_ratio(lp, old), m, axis=-1)  # (N,) over each |y_i|
-    s = np.exp(np.clip(mean_log_ratio, -MAX_LOG_RATIO, MAX_LOG_RATIO))   # (N,)
-    return cast_result("logp, old_logp", "sequence ratios", s, dtype)
+    return cast_result("logp, old_logp", "sequence ratios", sequence_ratio_math(lp, old, m), dtype)
+
+
+def sequence_ratio_math(logp, old_logp, mask):
+    """:func:`sequence_ratio` on checked values: (N, T) float arrays and a bool mask with a
+    valid token in every row; returns s_i (N,) in their dtype."""
+    mean_log_ratio = masked_mean_math(log_ratio_math(logp, old_logp), mask, axis=-1)  # (N,)
+    return np.exp(np.clip(mean_log_ratio, -MAX_LOG_RATIO, MAX_LOG_RATIO))   # (N,) s_i

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.numerics.stable import logsumexp, masked_mean
+from grpo_lab.numerics.logspace import logsumexp_math
+from grpo_lab.numerics.stable import masked_mean_math
 from grpo_lab.numerics.validate import (as_array, as_float_array, as_mask, cast_result, describe,
                                         working_dtype)
 
@@ -136,7 +137,7 @@ def log_softmax(logits) -> np.ndarray:
     """
     z, out_dtype = check_logits(logits)                     # (..., V) float64, a copy
     shifted = shift_by_max(z)                               # (..., V) <= 0, the max exactly 0
-    return cast_result("logits", "log-probabilities", shifted - logsumexp(shifted), out_dtype)
+    return cast_result("logits", "log-probabilities", shifted - logsumexp_math(shifted), out_dtype)
 
 
 def token_logprobs(logits, tokens) -> np.ndarray:
@@ -167,7 +168,7 @@ def token_logprobs(logits, tokens) -> np.ndarray:
     z, tok, out_dtype = check_token_logprobs_arguments(logits, tokens)   # (..., T, V), (..., T)
     shifted = shift_by_max(z)                                            # (..., T, V) <= 0
     picked = np.take_along_axis(shifted, tok[..., None], axis=-1)        # (..., T, 1)
-    logp = (picked - logsumexp(shifted))[..., 0]                         # (..., T)
+    logp = (picked - logsumexp_math(shifted))[..., 0]                         # (..., T)
     return cast_result("logits", "log-probabilities", logp, out_dtype)
 
 
@@ -220,4 +221,4 @@ def sequence_logprob_mean(logp, mask) -> np.ndarray:
     array([-1.5])
     """
     x, keep, out_dtype = check_sequence_logprob_arguments(logp, mask, need_a_token=True)
-    return masked_mean(x, keep, axis=-1).astype(out_dtype)              # (...,)
+    return masked_mean_math(x, keep, axis=-1).astype(out_dtype)              # (...,)

@@ -6,21 +6,33 @@ reader who passes the wrong thing gets one kind of message,
 of object or dtype) or a ``ValueError`` (right kind, wrong shape or value). Nothing is
 silently broadcast, truncated or turned into NaN. The array checks take ``backend="torch"``
 for tensors: the same rules and words. This module never imports torch; it finds it in
-``sys.modules`` once a caller has (a tensor cannot exist otherwise).
+``sys.modules`` once a caller has (a tensor cannot exist otherwise). The dtype a result is
+computed and returned in is :mod:`grpo_lab.numerics.dtypes`' business.
+
+A public function makes one call to a ``check_*_arguments`` function of its module, which
+calls the checks here once for each argument; the math it then runs takes checked values and
+checks nothing again (``tests/core/test_validate_once.py`` counts the calls).
 """
 
 from __future__ import annotations
 
-import functools
 import numbers
 import sys
 
 import numpy as np
 
-__all__ = ["as_array", "as_counts", "as_float_array", "as_mask", "cast_result", "check_choice",
-           "check_finite", "first_non_finite", "check_int", "check_real", "check_shape",
-           "common_dtype", "describe", "is_float_dtype", "is_tensor", "same_device",
-           "valid_lengths", "working_dtype"]
+# The dtype policy lives in its own module; these names are also importable from here, where
+# the modules that check arguments have always found them.
+from grpo_lab.numerics.dtypes import (cast_result, common_dtype, count_non_finite,
+                                      first_non_finite, is_float_dtype, is_tensor, working_dtype)
+
+__all__ = ["INT_RANGE", "as_array", "as_counts", "as_float_array", "as_mask", "cast_result",
+           "check_block_input", "check_choice", "check_finite", "first_non_finite", "check_int", "check_real",
+           "check_shape", "common_dtype", "describe", "is_float_dtype", "is_tensor",
+           "same_device", "valid_lengths", "working_dtype"]
+
+#: The integers an integer option may hold: those of int64, which NumPy and torch index with.
+INT_RANGE = (-2**63, 2**63 - 1)
 
 
 def _torch():
@@ -28,9 +40,11 @@ def _torch():
     return sys.modules.get("torch")
 
 
-def is_tensor(x) -> bool:
-    """True for a ``torch.Tensor`` (without importing torch)."""
-    return _torch() is not None and isinstance(x, _torch().Tensor)
+def _number(value) -> str:
+    """A scalar for a message; an integer too long to print whole is given by its size."""
+    if isinstance(value, numbers.Integral) and abs(int(value)) >= 10**30:
+        return f"an integer of about {int(abs(int(value)).bit_length() * 0.30103) + 1} digits"
+    return repr(value) if isinstance(value, numbers.Integral) else str(value)
 
 
 def describe(x) -> str:
@@ -41,42 +55,9 @@ def describe(x) -> str:
         return f"a {x.dim()}-D {x.dtype} tensor of shape {tuple(x.shape)} on {x.device}"
     if isinstance(x, (list, tuple)):
         return f"a {type(x).__name__} of length {len(x)}"
+    if isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_)):
+        return f"{type(x).__name__} {_number(x)}"
     return f"{type(x).__name__} {x!r}" if np.isscalar(x) or x is None else type(x).__name__
-
-
-def _ml_dtypes_float(dtype: np.dtype) -> bool:
-    """True for the ml_dtypes float types (bfloat16, float8_*), which NumPy files under kind 'V'."""
-    if dtype.kind != "V" or dtype.fields is not None:
-        return False
-    try:
-        import ml_dtypes
-        ml_dtypes.finfo(dtype)
-    except (ImportError, ValueError, TypeError):  # ml_dtypes is a dependency; stay importable
-        return False
-    return True
-
-
-def is_float_dtype(dtype) -> bool:
-    """True for NumPy floats (float16/32/64, longdouble) and ml_dtypes floats (bfloat16, ...)."""
-    dtype = np.dtype(dtype)
-    return dtype.kind == "f" or _ml_dtypes_float(dtype)
-
-
-def working_dtype(dtype):
-    """The dtype to compute in. NumPy: float64 for every input of float64 precision or less.
-
-    float16, bfloat16 and float32 values all square without overflow in float64 (the largest
-    float32 squared is about 1.2e77), and an ``eps`` of 1e-8 never underflows to zero there.
-    A longdouble input keeps its own. A torch dtype gives float64 for float64 and float32 for
-    anything narrower: the torch mirror runs as fast as eager float32 code, and never computes
-    below float32 (DESIGN: low precision accumulates in float32 or wider).
-    """
-    if _torch() is not None and isinstance(dtype, _torch().dtype):
-        return _torch().float64 if dtype == _torch().float64 else _torch().float32
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f" and dtype.itemsize > 8:
-        return dtype
-    return np.dtype(np.float64)
 
 
 def _row_lengths(x) -> str:
@@ -180,42 +161,11 @@ def as_float_array(name: str, x, *, ndim: int | None = None, shape_doc: str = ""
     return arr, result_dtype
 
 
-def _finite_elements(x):
-    """Elementwise ``isfinite`` of a tensor, or of an array in its working dtype (ml_dtypes)."""
-    if is_tensor(x):
-        return _torch().isfinite(x.detach())
-    return np.isfinite(x.astype(working_dtype(x.dtype), copy=False))
-
-
-def _all_finite(x) -> bool:
-    """One sum, finite exactly when every term is unless it overflows; only then, or when
-    there is a NaN or an inf, is every element looked at. Half precision sums in float32."""
-    if is_tensor(x):
-        half = x.dtype in (_torch().float16, _torch().bfloat16)
-        total = x.detach().sum(dtype=_torch().float32 if half else x.dtype)
-    else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            total = x.sum(dtype=np.float32 if x.dtype.itemsize < 4 else None)
-    return bool(np.isfinite(float(total))) or bool(_finite_elements(x).all())
-
-
-def first_non_finite(x):
-    """The index of the first NaN or inf of ``x`` (array or tensor, floats), or None if none.
-
-    It costs one pass, a sum, when there is none (see ``_all_finite``); ints are all finite.
-    """
-    floating = x.is_floating_point() if is_tensor(x) else is_float_dtype(x.dtype)
-    if not floating or _all_finite(x):
-        return None
-    bad = ~_finite_elements(x)
-    return tuple(bad.nonzero()[0].tolist() if is_tensor(x) else np.argwhere(bad)[0].tolist())
-
-
 def check_finite(name: str, x) -> None:
     """Raise a ``ValueError`` naming the first NaN or inf of ``x`` (an array or a tensor)."""
     where = first_non_finite(x)
     if where is not None:
-        count = int((~_finite_elements(x)).sum())
+        count = count_non_finite(x)
         raise ValueError(f"{name}: expected finite values, got {_value(x, where)} at index "
                          f"{where} ({count} non-finite value(s) in all)")
 
@@ -229,11 +179,16 @@ def check_real(name: str, value, *, minimum: float | None = None,
                allow_equal: bool = True, maximum: float | None = None) -> float:
     """Validate a real scalar (a Python or NumPy int or float, not a bool or an array).
 
-    ``minimum`` is inclusive unless ``allow_equal=False``; ``maximum`` is inclusive.
+    ``minimum`` is inclusive unless ``allow_equal=False``; ``maximum`` is inclusive. A Python
+    int too large for a float (``10**400``) is a ``ValueError`` naming ``name``, as inf is.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name}: expected a real number, got {describe(value)}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:                                         # an int past float64's range
+        raise ValueError(f"{name}: expected a finite number (at most 1.8e308 in magnitude), "
+                         f"got {_number(value)}") from None
     if not np.isfinite(value):
         raise ValueError(f"{name}: expected a finite number, got {value}")
     if minimum is not None:
@@ -247,14 +202,21 @@ def check_real(name: str, value, *, minimum: float | None = None,
 
 def check_int(name: str, value, *, minimum: int | None = None,
               maximum: int | None = None, why: str = "") -> int:
-    """Validate an integer scalar in ``[minimum, maximum]``; ``why`` explains the bound."""
+    """Validate an integer scalar in ``[minimum, maximum]``; ``why`` explains the bound.
+
+    Without a bound of its own, an integer must still fit in int64 (:data:`INT_RANGE`): a
+    Python int of 10**400 is refused here by name, not by an ``OverflowError`` further on.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name}: expected an integer, got {describe(value)}")
     value = int(value)
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         lo = "-inf" if minimum is None else minimum
         hi = "inf" if maximum is None else maximum
-        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}]{why}, got {value}")
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}]{why}, got {_number(value)}")
+    if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+        raise ValueError(f"{name}: expected an integer that fits in int64, [-2**63, 2**63 - 1]"
+                         f"{why}, got {_number(value)}")
     return value
 
 
@@ -264,24 +226,6 @@ def check_choice(name: str, value, choices) -> str:
         allowed = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
     return value
-
-
-def common_dtype(*dtypes):
-    """The float dtype for a result computed from inputs of several float dtypes.
-
-    NumPy's promotion (float16 + float32 -> float32, bfloat16 + float64 -> float64); the one
-    pair NumPy cannot promote, bfloat16 with float16, gives float32, the narrowest dtype that
-    holds both exactly (torch's own promotion, used for torch dtypes, does the same).
-    """
-    if _torch() is not None and isinstance(dtypes[0], _torch().dtype):
-        return functools.reduce(_torch().promote_types, dtypes)
-    out = np.dtype(dtypes[0])
-    for d in dtypes[1:]:
-        try:
-            out = np.promote_types(out, d)
-        except TypeError:
-            out = np.dtype(np.float32)   # bfloat16 with float16: both fit in float32
-    return out
 
 
 def check_shape(name: str, arr, shape: tuple, shape_doc: str = "") -> None:
@@ -360,26 +304,26 @@ def as_counts(name: str, x, shape: tuple, shape_doc: str = "") -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def cast_result(names: str, what: str, x, dtype):
-    """Cast a result worked out in a wider dtype back to the inputs' ``dtype``, refusing inf.
+def check_block_input(name: str, x, *, mask=None, min_ndim: int = 1, min_size: int = 0,
+                      mask_required: bool = False):
+    """The one cheap check of a careful-numerics building block (:mod:`grpo_lab.numerics.stable`,
+    :mod:`grpo_lab.numerics.logspace`): a real array of at least ``min_ndim`` dimensions and
+    ``min_size`` elements, as ``(x, mask)``.
 
-    A float16 result above 65504 would silently become inf; this raises a ``ValueError``
-    that names the inputs (``names``) and the result (``what``) instead, and says which wider
-    dtype would hold it (none past float64: the inputs' spread is then beyond any float's
-    range, which only a bug produces). Arrays or tensors.
+    Ints and bools come back as float64; floats as given (not copied). A ``mask`` must have
+    ``x``'s shape and comes back as bools; None is no mask, unless ``mask_required``. No scan
+    for NaN: a building block lets NaN through, as NumPy does.
     """
-    if is_tensor(x):
-        out = x.to(dtype)
+    if mask is None and mask_required:
+        raise TypeError(f"mask: expected a mask of 0/1 or bools (the shape of {name}), got None")
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f" and x.size >= min_size:
+        arr = x                                        # the usual case, checked in O(1)
     else:
-        dtype = np.dtype(dtype)
-        with np.errstate(over="ignore"):
-            out = np.asarray(x).astype(dtype)
-    if not _all_finite(out):
-        largest = float(abs(x).max())
-        size = dtype.itemsize                          # np.dtype and torch.dtype alike
-        wider = "float64" if size == 4 else "float32"
-        advice = ("no float is wider: values this far apart come from a bug upstream" if size >= 8
-                  else f"pass them in a wider dtype such as {wider}")
-        raise ValueError(f"{names}: the {what} do not fit in {dtype} (largest magnitude "
-                         f"{largest:.4g}); {advice}")
-    return out
+        arr, dtype = as_float_array(name, x, finite=False, min_size=min_size)
+        arr = arr.astype(dtype, copy=False)
+    if arr.ndim < min_ndim:
+        raise ValueError(f"{name}: expected an array with at least {min_ndim} dimension, "
+                         f"got {describe(arr)}")
+    if mask is not None:
+        mask = as_mask("mask", mask, arr.shape, f" (the shape of {name})")
+    return arr, mask

@@ -33,7 +33,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from grpo_lab.core.advantages import group_advantages
+from grpo_lab.core.advantages import check_group_advantages_options, group_advantages_math
+from grpo_lab.numerics.dtypes import all_finite
+from grpo_lab.numerics.stable import power_of_two_rescale_math, scale_by_power_of_two_math
 from grpo_lab.numerics.validate import (as_float_array, check_choice, check_int, check_real,
                                         describe)
 from grpo_lab.rl.parsing import (ANSWER, MAX_CHARS, MAX_NUMBER_CHARS, TAGS, THINK,
@@ -243,16 +245,31 @@ def weighted_sum(rewards, weights) -> np.ndarray:
     array([[1.5, 0.5, 0. , 1.5]])
     """
     r, w = check_reward_components(rewards, weights)   # (K, B, G), (K,)
-    return np.tensordot(w, r, axes=1)                  # (K,) . (K, B, G) -> (B, G)
+    total = weighted_sum_math(r, w)                    # (B, G)
+    if not all_finite(total):
+        raise ValueError(f"rewards, weights: expected weighted sums within float64's range, got "
+                         f"one past 1.8e308 (weights up to {np.abs(w).max():.4g} times rewards up "
+                         f"to {np.abs(r).max():.4g})")
+    return total
 
 
-def check_normalise_then_sum_arguments(rewards, weights, batch):
-    """:func:`check_reward_components`, and ``batch`` a bool; returns ``(r, w, batch)``
-    (``eps`` and ``ddof`` are checked by ``group_advantages``, which receives them)."""
+def weighted_sum_math(r, w):
+    """:func:`weighted_sum` on checked float64 arrays ``r`` (K, B, G) and ``w`` (K,): the sum
+    runs on ``r / 2**a`` and ``w / 2**b`` (exact, each below 1), so no product or partial sum
+    passes float64's range; the result is inf only where the weighted sum itself does not fit."""
+    x, a = power_of_two_rescale_math(r)                # (K, B, G) |x| < 1, r = x 2**a
+    v, b = power_of_two_rescale_math(w)                # (K,)      |v| < 1, w = v 2**b
+    return scale_by_power_of_two_math(np.tensordot(v, x, axes=1), a + b)   # (B, G)
+
+
+def check_normalise_then_sum_arguments(rewards, weights, eps, ddof, batch):
+    """:func:`check_reward_components`, ``eps`` and ``ddof`` as :func:`grpo_lab.group_advantages`
+    checks them for groups of G, and ``batch`` a bool; returns ``(r, w, eps, ddof, batch)``."""
     r, w = check_reward_components(rewards, weights)
+    eps, _, ddof, _ = check_group_advantages_options(r.shape[1:], eps, "group", ddof, "mean")
     if not isinstance(batch, (bool, np.bool_)):
         raise TypeError(f"batch: expected True or False, got {describe(batch)}")
-    return r, w, bool(batch)
+    return r, w, eps, ddof, bool(batch)
 
 
 def normalise_then_sum(rewards, weights, *, eps: float = 1e-8, ddof: int = 0,
@@ -293,10 +310,20 @@ def normalise_then_sum(rewards, weights, *, eps: float = 1e-8, ddof: int = 0,
     >>> gl.normalise_then_sum([acc, fmt], [1.0, 0.5]).round(3)
     array([[ 0.953, -0.526, -1.38 ,  0.953]])
     """
-    r, w, batch = check_normalise_then_sum_arguments(rewards, weights, batch)  # (K, B, G), (K,)
-    adv = np.stack([group_advantages(r_k, eps, ddof=ddof) for r_k in r])   # (K, B, G)
-    summed = np.tensordot(w, adv, axes=1)                             # (K,).(K, B, G) -> (B, G)
+    r, w, eps, ddof, batch = check_normalise_then_sum_arguments(rewards, weights, eps, ddof,
+                                                                batch)   # (K, B, G), (K,)
+    adv = np.stack([group_advantages_math(r_k, eps, "group", ddof) for r_k in r])   # (K, B, G)
+    # The weights in units of 2**b (exact, |v| < 1): the sum cannot overflow, |A| <= sqrt(G).
+    v, b = power_of_two_rescale_math(w)                                # (K,) w = v 2**b
+    small = np.tensordot(v, adv, axes=1)                              # (B, G) s / 2**b
     if not batch:
+        summed = scale_by_power_of_two_math(small, b)                 # (B, G) s = sum_k w_k A_k
+        if not all_finite(summed):
+            raise ValueError(f"weights: expected weights whose sum of group-normalised rewards "
+                             f"fits in float64, got weights up to {np.abs(w).max():.4g} (the "
+                             f"normalised rewards are at most sqrt(G) = {np.sqrt(r.shape[2]):.3g})")
         return summed
-    flat = summed.reshape(1, -1)                                      # one "group" of B*G
-    return group_advantages(flat, eps, ddof=ddof).reshape(summed.shape)   # (B, G)
+    # The batch step is the same in units of 2**b, with eps brought into them: no overflow.
+    flat = small.reshape(1, -1)                                       # one "group" of B*G
+    adv = group_advantages_math(flat, scale_by_power_of_two_math(eps, -b), "group", ddof)
+    return adv.reshape(small.shape)                                   # (B, G)

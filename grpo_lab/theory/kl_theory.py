@@ -18,7 +18,7 @@ import numpy as np
 
 from grpo_lab.core.kl import kl_k3
 from grpo_lab.numerics.logprobs import log_softmax, shift_by_max   # gl.log_softmax
-from grpo_lab.numerics.stable import logsumexp
+from grpo_lab.numerics.logspace import logsumexp
 from grpo_lab.numerics.validate import (as_array, as_float_array, check_choice, check_int,
                                         check_real, describe, is_float_dtype)
 

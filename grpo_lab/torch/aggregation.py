@@ -64,10 +64,19 @@ def aggregate(per_token_loss, m, w):
 
     ``per_token_loss`` (N, T) or (N, 1) (one loss per sequence, GSPO), ``m`` the (N, T) mask
     as 0.0 / 1.0 in the loss's dtype, ``w`` from :func:`row_weights`. Checked tensors only.
+
+    A row sum can pass the float range where the weighted sum does not (2048 tokens of 1.5e308
+    in float64, of 3e38 in float32, each weighed 1 / (N L_i)): then, and only then, the sum is
+    redone with every token weighed first, as the NumPy reference always does, so the loss
+    comes out whenever it fits. The usual case costs one look at a 0-d tensor.
     """
     if per_token_loss.shape[-1] == 1 and m.shape[-1] > 1:         # (N, 1): L_i equal tokens
-        return (per_token_loss[:, 0] * m.sum(-1) * w).sum()
-    return ((per_token_loss * m).sum(-1) * w).sum()                 # (N, T) -> (N,) -> ()
+        return (per_token_loss[:, 0] * (m.sum(-1) * w)).sum()      # L_i w_i <= 1 first
+    loss = ((per_token_loss * m).sum(-1) * w).sum()                 # (N, T) -> (N,) -> ()
+    if bool(torch.isfinite(loss)):
+        return loss
+    weights = m * (w[:, None] if w.dim() else w)                    # (N, T), each <= 1
+    return (per_token_loss * weights).sum()                         # weighed first: no overflow
 
 
 def aggregation_weights(mask, mode, *, max_len=None):

@@ -15,12 +15,12 @@ import math
 import torch
 
 from grpo_lab.core.kl import cast_kl_estimate, check_kl_shapes
-from grpo_lab.numerics.stable import K3_SERIES_BELOW, K3_SERIES_TERMS
+from grpo_lab.numerics.logspace import K3_SERIES_BELOW, K3_SERIES_TERMS
 from grpo_lab.numerics.validate import (as_float_array, check_real, common_dtype, describe,
                                         same_device)
 
 __all__ = ["PER_TOKEN_KL", "check_kl_arguments", "k3_expm1", "k3_series", "kl_estimate", "kl_k1",
-           "kl_k2", "kl_k3", "kl_k3_plus", "straight_through"]
+           "kl_k2", "kl_k3", "kl_k3_math", "kl_k3_plus", "straight_through"]
 
 _SHAPE_DOC = " of per-token log-probs, shape (..., T)"
 _WORK = torch.float64                 # as the NumPy reference: the estimates are the result
@@ -132,14 +132,20 @@ def kl_k3(logp, ref_logp, *, clamp=None):
     tensor([0.1931, 0.3069])
     """
     lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)
+    return cast_kl_estimate("k3", kl_k3_math(lp, ref, clamp), out_dtype, clamp)
+
+
+def kl_k3_math(logp, ref_logp, clamp=None):
+    """:func:`kl_k3` on checked float64 tensors of one shape and device, before the clip and
+    the cast (``clamp``, None or c > 0, only lowers the cap on r)."""
     # Past this r the estimate is beyond float64, or, with clamp=c, surely above c
     # (e^r - r - 1 >= e^r / 2 once r >= 2.5): capping r there changes no result.
     cap = _LOG_MAX + 1.0 if clamp is None else max(2.5, math.log(2.0 * clamp)) + 1.0
-    r = torch.clamp(ref - lp, max=cap)                             # (..., T) log pi_ref/pi_theta
+    r = torch.clamp(ref_logp - logp, max=cap)                      # (..., T) log pi_ref/pi_theta
     small = r.abs() < K3_SERIES_BELOW                              # where expm1(r) - r cancels
     series = k3_series(torch.where(small, r, torch.zeros_like(r)))
     direct = k3_expm1(torch.where(small, torch.ones_like(r), r))
-    return cast_kl_estimate("k3", torch.where(small, series, direct), out_dtype, clamp)
+    return torch.where(small, series, direct)
 
 
 def kl_k3_plus(logp, ref_logp, *, clamp=None):
@@ -156,6 +162,7 @@ def kl_k3_plus(logp, ref_logp, *, clamp=None):
     >>> k.detach(), torch.autograd.grad(k.sum(), lp)[0]      # k3's value, k2's gradient log 2
     (tensor([0.1931]), tensor([0.6931]))
     """
-    value = kl_k3(logp, ref_logp, clamp=clamp)                     # checked, cast, clipped
-    k2 = PER_TOKEN_KL["k2"](*check_kl_arguments(logp, ref_logp, None)[:2])   # float64
+    lp, ref, out_dtype, clamp = check_kl_arguments(logp, ref_logp, clamp)
+    value = cast_kl_estimate("k3", kl_k3_math(lp, ref, clamp), out_dtype, clamp)   # clipped
+    k2 = PER_TOKEN_KL["k2"](lp, ref)                               # float64
     return straight_through(value, k2.to(value.dtype))
