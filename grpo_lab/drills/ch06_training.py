@@ -20,7 +20,7 @@ from grpo_lab.core.aggregation import aggregate_loss
 from grpo_lab.core.kl import kl_k1, kl_k3
 from grpo_lab.drills.cases import Case, Mistake, close, full
 from grpo_lab.drills.grading import check_cases
-from grpo_lab.drills.harness import in_thread, verdict
+from grpo_lab.drills.harness import exception_text, in_thread, verdict
 
 __all__ = ["check_grpo_loss"]
 
@@ -177,7 +177,7 @@ def _gradient(case, answer):
                 "torch.no_grad()?")
     _, exc = in_thread(lambda: loss.reshape(()).backward())
     if exc is not None:
-        return f"on {case.where} loss.backward() raised {type(exc).__name__}: {exc}"
+        return f"on {case.where} loss.backward() raised {exception_text(exc)}"
     want = _reference(*case.inputs["arrays"])[1]                      # (N, T)
     got = None if logp.grad is None else logp.grad.detach().double().numpy()
     grad_tol = 64 * 2.0**-53 * np.abs(want).max() + _GUARD * np.abs(want)

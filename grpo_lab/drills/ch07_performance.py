@@ -17,7 +17,7 @@ from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.surrogate import surrogate_grad_logp
 from grpo_lab.drills.cases import Case, Mistake, full
 from grpo_lab.drills.grading import check_cases
-from grpo_lab.drills.harness import TIMED_OUT, verdict
+from grpo_lab.drills.harness import TIMED_OUT, exception_text, verdict
 from grpo_lab.drills.memory import peak_bytes
 
 __all__ = ["check_blocked_advantages", "check_surrogate_grad"]
@@ -86,7 +86,7 @@ def _requirements(fn, memory_case):
         if exc is not None:
             return (f"on {case.where}, run again to measure its memory, your function "
                     + ("did not finish in time" if exc is TIMED_OUT else
-                       f"raised {type(exc).__name__}: {exc}"))
+                       f"raised {exception_text(exc)}"))
         peak, block_bytes = numpy_peak + torch_peak, case.args[1] * rewards.shape[1] * 8
         if peak > out.nbytes + 8 * block_bytes:
             return (f"right values, but the peak memory was {peak / out.nbytes:.1f}x the output "

@@ -33,8 +33,8 @@ import numpy as np
 
 from grpo_lab.numerics.validate import describe, is_float_dtype
 
-__all__ = ["TIMED_OUT", "TIME_LIMIT_S", "Answer", "as_answer", "call", "in_thread", "run",
-           "verdict"]
+__all__ = ["TEXT_LIMIT", "TIMED_OUT", "TIME_LIMIT_S", "Answer", "as_answer", "call",
+           "exception_text", "in_thread", "run", "text_of", "verdict"]
 
 #: Seconds one call of the reader's function may take before it is stopped: far above what any
 #: drill needs (milliseconds), far below a reader's patience.
@@ -122,6 +122,41 @@ def in_thread(work, limit_s: float | None = None):
     return box.get("out"), box.get("exc")
 
 
+# --- text of the reader's objects ---------------------------------------------------------------
+
+#: The most characters of a reader's text a verdict quotes (a message can be megabytes).
+TEXT_LIMIT = 500
+
+
+def _type_name(obj) -> str:
+    """The name of ``obj``'s class, even when a metaclass makes ``__name__`` misbehave."""
+    try:
+        name = type(obj).__name__
+        return name if isinstance(name, str) else "object"
+    except Exception:  # noqa: BLE001 - the reader's class
+        return "object"
+
+
+def text_of(obj, limit_s: float = 1.0) -> str:
+    """``str(obj)`` of an object the reader made, never raising or hanging: a ``__str__`` (or
+    the ``__repr__`` of an exception's arguments) that raises, returns a non-str or loops gives
+    a stand-in naming the class; a long text is cut to :data:`TEXT_LIMIT` characters."""
+    text, exc = in_thread(lambda: str(obj), limit_s)
+    if exc is not None or not isinstance(text, str):
+        what = ("did not finish" if exc is TIMED_OUT else
+                f"raised {_type_name(exc)}" if exc is not None else "returned no str")
+        return f"<a {_type_name(obj)} whose str() {what}>"
+    text = str.__str__(text)                          # a str subclass's own methods stay out
+    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + "..."
+
+
+def exception_text(exc) -> str:
+    """``"ValueError: its message"`` for an exception the reader's code raised (see
+    :func:`text_of`); the class alone when the message is empty."""
+    message = text_of(exc)
+    return f"{_type_name(exc)}: {message}" if message else _type_name(exc)
+
+
 def _is_tensor(x) -> bool:
     return all(hasattr(x, name) for name in ("detach", "clone", "dtype", "device"))
 
@@ -172,7 +207,7 @@ def run(fn, *args, dtype=np.float64, kwargs=None, limit_s=None, given_to: list |
         return None, (f"did not finish within {TIME_LIMIT_S if limit_s is None else limit_s:g} "
                       "s (an endless loop? the drill's inputs are small)")
     if exc is not None:
-        return None, f"raised {type(exc).__name__}: {exc}"
+        return None, f"raised {exception_text(exc)}"
     for g, b in zip(given, before):
         if b is not None and not _same(g, b):
             return None, ("modified its input (an in-place `-=`, `*=`, `[...] =` or a torch "
@@ -216,7 +251,7 @@ def as_answer(out, *, returns: str = "the array"):
     if isinstance(out, tuple):
         return None, f"returned a tuple of {len(out)}; return only {returns}"
     if isinstance(out, (str, bytes, dict, set)) or callable(out):
-        return None, f"returned a {type(out).__name__}, expected {returns} (numbers)"
+        return None, f"returned a {_type_name(out)}, expected {returns} (numbers)"
     try:
         if _is_tensor(out):
             t = out.detach().cpu()                    # a tensor that requires grad is fine here
@@ -232,7 +267,7 @@ def as_answer(out, *, returns: str = "the array"):
                 kind = "a generator" if hasattr(out, "__next__") else f"dtype {arr.dtype}"
                 return None, f"returned {kind}, expected a float array ({returns})"
     except Exception as exc:  # noqa: BLE001 - ragged lists, exotic objects
-        return None, f"returned {type(out).__name__} that is not an array ({exc})"
+        return None, f"returned {_type_name(out)} that is not an array ({text_of(exc)})"
     if name == "float128" or name == "longdouble":
         name = "float64"
     with np.errstate(all="ignore"):
@@ -256,8 +291,11 @@ def call(fn, *args, where: str, shape=None, shape_hint: str = "", dtype=np.float
     if keep is not None:
         keep.append(out)
     answer = None
-    if problem is None:
-        answer, problem = as_answer(out, returns=returns)
+    if problem is None:                    # reading it runs the reader's code too (__array__)
+        read, exc = in_thread(lambda: as_answer(out, returns=returns))
+        answer, problem = read if exc is None else (None, (
+            f"returned {_type_name(out)} that could not be read as an array "
+            f"({'it did not finish' if exc is TIMED_OUT else exception_text(exc)})"))
         answer = answer and Answer(answer.values, answer.dtype, out, tuple(given))
     if problem is not None:
         if problem.startswith("raised") and ("broadcast" in problem

@@ -186,3 +186,84 @@ def test_importing_the_drills_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "False"
+
+
+# --- issue 24: the reader's objects whose text cannot be made --------------------------------
+
+class _BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+class _BadArgRepr:
+    def __repr__(self):
+        raise ValueError("no repr")
+
+
+class _NotStr(Exception):
+    def __str__(self):
+        return 42
+
+
+class _SlowStr(Exception):
+    def __str__(self):
+        while True:
+            pass
+
+
+class _BadArray:
+    def __array__(self, dtype=None, copy=None):
+        raise _BadStr()
+
+
+class _ExitingArray:
+    def __array__(self, dtype=None, copy=None):
+        raise SystemExit(3)
+
+
+def _raise(exc):
+    def fn(x):
+        raise exc
+    return fn
+
+
+@pytest.mark.parametrize("exc, words", [
+    (_BadStr(), "raised _BadStr: <a _BadStr whose str() raised RuntimeError>"),
+    (ValueError(1, _BadArgRepr()), "raised ValueError: <a ValueError whose str() raised "
+                                   "ValueError>"),                    # str of 2 args: repr
+    (_NotStr(), "raised _NotStr: <a _NotStr whose str() raised TypeError>"),
+    (ValueError("x" * 10**6), "raised ValueError: " + "x" * harness.TEXT_LIMIT + "..."),
+])
+def test_an_exception_whose_text_fails_is_still_a_verdict(exc, words):
+    """Before: the harness formatted the reader's exception unprotected, and the checker
+    itself raised."""
+    _, problem = call(_raise(exc), [1.0], where="a batch")
+    assert problem == f"on a batch your function {words}"
+
+
+def test_an_exception_whose_text_never_ends_is_cut_off(monkeypatch):
+    t0 = time.perf_counter()
+    _, problem = call(_raise(_SlowStr()), [1.0], where="a batch")
+    assert problem == "on a batch your function raised _SlowStr: <a _SlowStr whose str() did " \
+                      "not finish>"
+    assert time.perf_counter() - t0 < 4
+
+
+@pytest.mark.parametrize("out, words", [
+    (_BadArray(), "returned _BadArray that is not an array (<a _BadStr whose str() raised "
+                  "RuntimeError>)"),
+    (_ExitingArray(), "returned _ExitingArray that could not be read as an array (SystemExit: "
+                      "3)"),
+])
+def test_an_output_whose_reading_fails_is_still_a_verdict(out, words):
+    _, problem = call(lambda x: out, [1.0], where="a batch")
+    assert problem == f"on a batch your function {words}"
+
+
+def test_the_checkers_own_messages_quote_exceptions_through_the_same_guard():
+    from grpo_lab.drills import ch06_training, ch07_performance
+    for module in (ch06_training, ch07_performance):
+        assert module.exception_text is harness.exception_text
+    assert harness.exception_text(_BadStr()) == "_BadStr: <a _BadStr whose str() raised " \
+                                                "RuntimeError>"
+    assert harness.exception_text(KeyError()) == "KeyError"
