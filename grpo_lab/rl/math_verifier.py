@@ -37,7 +37,7 @@ import functools
 import threading
 
 from grpo_lab.numerics.validate import check_int, describe
-from grpo_lab.rl.parsing import MAX_CHARS, check_completion
+from grpo_lab.rl.parsing import MAX_CHARS, check_completion, extract_answer
 
 __all__ = ["BOXED", "in_main_thread", "last_boxed", "math_reward"]
 
@@ -109,8 +109,8 @@ def _parsed_reference(text: str, timeout_s):
     return gold
 
 
-def math_reward(completion: str, answer, *, timeout_s: int | None = 5,
-                max_chars: int = MAX_CHARS) -> float:
+def math_reward(completion: str, answer, *, in_answer_tag: bool = False,
+                timeout_s: int | None = 5, max_chars: int = MAX_CHARS) -> float:
     r"""1.0 if the completion's final answer is equivalent to ``answer`` by math-verify, else 0.0.
 
     .. math::
@@ -118,17 +118,19 @@ def math_reward(completion: str, answer, *, timeout_s: int | None = 5,
         r_{math}(o) = \mathbb 1[\,\mathrm{verify}(\mathrm{parse}(a^\star),
                                                \mathrm{parse}(o))\,]
 
-    ==========  ==========  ====================================================================
-    Symbol      Type        Meaning
-    ==========  ==========  ====================================================================
-    completion  str         the policy's decoded text, trusted for nothing
-    answer      str, int,   the reference a*: LaTeX (``\frac{1}{2}``, ``\{1, 2\}``) or a number;
-                float       read as ``$answer$`` and parsed once (cached)
-    timeout_s   int, None   seconds for each parse and each comparison (math-verify's
-                            ``signal.alarm``: main thread only); None switches it off
-    max_chars   int         a longer completion scores 0 without being read
-    return      float       1.0 or 0.0; a timed-out parse or comparison is 0.0
-    ==========  ==========  ====================================================================
+    =============  ==========  =================================================================
+    Symbol         Type        Meaning
+    =============  ==========  =================================================================
+    completion     str         the policy's decoded text, trusted for nothing
+    answer         str, int,   the reference a*: LaTeX (``\frac{1}{2}``, ``\{1, 2\}``) or a
+                   float       number; read as ``$answer$`` and parsed once (cached)
+    in_answer_tag  bool        grade only the text of the one ``<answer>`` tag (chapter 5's
+                               ``extract_answer``); no tag, or two, is 0.0
+    timeout_s      int, None   seconds for each parse and each comparison (math-verify's
+                               ``signal.alarm``: main thread only); None switches it off
+    max_chars      int         a longer completion scores 0 without being read
+    return         float       1.0 or 0.0; a timed-out parse or comparison is 0.0
+    =============  ==========  =================================================================
 
     Extraction is math-verify's default: a ``\boxed{}`` (or "final answer is ...") first, then
     any LaTeX, then the last bare number, so a completion with no box is still graded, on what
@@ -136,19 +138,34 @@ def math_reward(completion: str, answer, *, timeout_s: int | None = 5,
     ``x = 3`` is 3). A completion that names two answers (``\boxed{3} or \boxed{4}``) is read
     as the set {3, 4}, which is not 4.
 
+    With the R1 format, grade inside the tag (``in_answer_tag=True``): math-verify alone reads
+    the whole text, so a number written while thinking (``<think>is it 12?</think><answer>5
+    </answer>``) is graded as the answer, and a policy learns to scatter guesses in its
+    reasoning.
+
     >>> import grpo_lab as gl
     >>> gl.math_verifier.math_reward(r"so \boxed{\frac{2}{4}}", "0.5")
     1.0
     >>> gl.math_verifier.math_reward(r"\boxed{3} or \boxed{4}", 4)
     0.0
+    >>> text = "<think>is it 12?</think><answer>5</answer>"
+    >>> reward = gl.math_verifier.math_reward
+    >>> reward(text, 12), reward(text, 12, in_answer_tag=True)
+    (1.0, 0.0)
     """
     max_chars = check_completion(completion, max_chars)
     reference = _reference_text(answer)
+    if not isinstance(in_answer_tag, bool):
+        raise TypeError(f"in_answer_tag: expected True or False, got {describe(in_answer_tag)}")
     timeout_s = _check_timeout(timeout_s)
     import math_verify
 
     gold = _parsed_reference(reference, timeout_s)
     if len(completion) > max_chars:
         return 0.0
+    if in_answer_tag:
+        completion = extract_answer(completion, max_chars=max_chars)     # None unless one tag
+        if completion is None:
+            return 0.0
     pred = math_verify.parse(completion, parsing_timeout=timeout_s)
     return float(math_verify.verify(gold, pred, timeout_seconds=timeout_s))

@@ -63,6 +63,17 @@ def test_a_box_wins_over_an_earlier_number_and_a_late_number_wins_without_a_box(
     assert MV.math_reward("I first thought 3, then 4", 4) == 1.0
 
 
+def test_math_verify_alone_grades_the_reasoning_and_the_answer_tag_closes_it():
+    """The reward-hacking risk of chapter 6b: with the R1 format, a number in <think> counts."""
+    hedged = "<think>is it 12?</think><answer>5</answer>"
+    assert MV.math_reward(hedged, 12) == 1.0 and MV.math_reward(hedged, 5) == 0.0
+    assert MV.math_reward(hedged, 12, in_answer_tag=True) == 0.0
+    assert MV.math_reward(hedged, 5, in_answer_tag=True) == 1.0
+    assert MV.math_reward(r"<answer>\frac{1}{2}</answer>", "0.5", in_answer_tag=True) == 1.0
+    assert MV.math_reward(r"\boxed{5}", 5, in_answer_tag=True) == 0.0          # no tag
+    assert MV.math_reward("<answer>5</answer><answer>5</answer>", 5, in_answer_tag=True) == 0.0
+
+
 def test_a_completion_past_max_chars_scores_zero_unread():
     assert MV.math_reward(r"\boxed{4}", 4, max_chars=9) == 1.0
     assert MV.math_reward(r"\boxed{4}", 4, max_chars=8) == 0.0
@@ -109,7 +120,7 @@ def test_the_timeout_stops_a_pathological_answer_in_the_main_thread():
     assert time.perf_counter() - start < 10              # 1 s per comparison, a few at most
 
 
-# --- bad arguments ---------------------------------------------------------------------------------
+# --- bad arguments -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, error, words", [
     ({"completion": 12}, TypeError, "completion: expected a str"),
@@ -120,6 +131,7 @@ def test_the_timeout_stops_a_pathological_answer_in_the_main_thread():
     ({"timeout_s": 0}, ValueError, "timeout_s"),
     ({"timeout_s": 1.5}, TypeError, "timeout_s"),
     ({"max_chars": 0}, ValueError, "max_chars"),
+    ({"in_answer_tag": 1}, TypeError, "in_answer_tag: expected True or False"),
 ])
 def test_bad_arguments_raise_naming_the_argument(kwargs, error, words):
     call = {"completion": r"\boxed{4}", "answer": 4, **kwargs}
