@@ -29,6 +29,7 @@ normalise_then_sum     sum_k w_k A_k of group advantages, then batch-normalised 
 
 from __future__ import annotations
 
+import unicodedata
 from fractions import Fraction
 
 import numpy as np
@@ -46,7 +47,7 @@ __all__ = ["THINK", "ANSWER", "TAGS", "MAX_CHARS", "MAX_NUMBER_CHARS", "COMPARES
            "check_accuracy_arguments", "format_reward", "contains_reward",
            "check_contains_arguments", "overlong_penalty", "check_overlong_arguments",
            "weighted_sum", "normalise_then_sum", "check_reward_components",
-           "check_normalise_then_sum_arguments"]
+           "check_normalise_then_sum_arguments", "blank", "strip_blank", "is_blank"]
 
 COMPARES = ("numeric", "exact")
 
@@ -117,12 +118,43 @@ def accuracy_reward(completion: str, answer, *, compare: str = "numeric",
     return float(abs(value - reference) <= Fraction(rel_tol) * max(abs(value), abs(reference)))
 
 
+def blank(ch: str) -> bool:
+    """True for a character that shows nothing: whitespace (``str.isspace``, what
+    ``str.strip()`` removes) or an invisible format character (Unicode category Cf: zero-width
+    space U+200B, the joiners U+200C / U+200D, word joiner U+2060, byte-order mark U+FEFF, soft
+    hyphen, bidi marks...). A completion can look empty and not be: an answer of one U+200B is
+    no answer."""
+    return ch.isspace() or unicodedata.category(ch) == "Cf"
+
+
+def strip_blank(text: str) -> str:
+    """``text`` without its leading and trailing :func:`blank` characters (``str.strip()``
+    for whitespace and the invisible ones).
+
+    >>> import grpo_lab as gl
+    >>> gl.rewards.strip_blank(" \\u200b 12\\ufeff\\n"), gl.rewards.strip_blank("\\u200b")
+    ('12', '')
+    """
+    start, end = 0, len(text)
+    while start < end and blank(text[start]):
+        start += 1
+    while end > start and blank(text[end - 1]):
+        end -= 1
+    return text[start:end]
+
+
+def is_blank(text: str) -> bool:
+    """True if ``text`` has nothing but :func:`blank` characters (the empty string included)."""
+    return strip_blank(text) == ""
+
+
 def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
     r"""1.0 for ``<think>...</think><answer>...</answer>`` (whitespace around and between), else 0.0.
 
     The R1 format, checked strictly: each of the four tags exactly once, in that order,
-    nothing but whitespace outside them, and a non-empty answer. Nested or repeated tags,
-    text after ``</answer>`` and over-long completions give 0.0. The thinking may be empty:
+    nothing but whitespace outside them, and a non-empty answer (invisible characters such as a
+    zero-width space count as whitespace: :func:`blank`). Nested or repeated tags, text after
+    ``</answer>`` and over-long completions give 0.0. The thinking may be empty:
     the tiny policy of chapter 6 has little to think about.
 
     >>> import grpo_lab as gl
@@ -136,7 +168,7 @@ def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
     max_chars = check_completion(completion, max_chars)
     if len(completion) > max_chars:
         return 0.0
-    text = completion.strip()
+    text = strip_blank(completion)
     if any(text.count(tag) != 1 for tag in TAGS):
         return 0.0
     positions = [text.find(tag) for tag in TAGS]                 # think, /think, answer, /answer
@@ -146,7 +178,7 @@ def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
         return 0.0
     between = text[positions[1] + len(THINK[1]):positions[2]]
     answer = text[positions[2] + len(ANSWER[0]):positions[3]]
-    return float(between.strip() == "" and answer.strip() != "")
+    return float(is_blank(between) and not is_blank(answer))
 
 
 def check_contains_arguments(completion, answer, max_chars):

@@ -316,3 +316,32 @@ def test_the_names_chapters_use_stay_on_gl_rewards():
     for name in ("accuracy_reward", "format_reward", "overlong_penalty", "weighted_sum",
                  "normalise_then_sum"):
         assert getattr(gl, name) is getattr(gl.rewards, name)
+
+
+# --- issue 24: invisible characters are blank ----------------------------------------------------
+
+INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u200e"]
+SPACES = [" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2003", "\u3000"]
+
+
+@pytest.mark.parametrize("blank", INVISIBLE + SPACES + ["\u200b \ufeff\n"],
+                         ids=lambda s: "-".join(f"U+{ord(c):04X}" for c in s))
+def test_an_answer_of_invisible_or_space_characters_is_empty(blank):
+    """Before: a zero-width space as the whole answer counted as an answer (1.0)."""
+    assert gl.format_reward(good(blank)) == 0.0
+    assert gl.format_reward(good(f"{blank}12{blank}")) == 1.0      # around an answer: fine
+
+
+@pytest.mark.parametrize("blank", INVISIBLE, ids=lambda s: f"U+{ord(s):04X}")
+def test_invisible_characters_outside_the_tags_are_whitespace_as_chapter_5_says(blank):
+    assert gl.format_reward(f"{blank}<think>x</think>{blank}<answer>12</answer>{blank}") == 1.0
+    assert gl.format_reward(good(12, think=blank)) == 1.0           # the thinking may be empty
+    assert gl.format_reward(f"<think>x</think>{blank}so<answer>12</answer>") == 0.0   # text
+
+
+@given(st.text(max_size=30))
+def test_blank_is_whitespace_or_an_invisible_format_character(text):
+    import unicodedata
+    want = all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+    assert R.is_blank(text) == want
+    assert R.strip_blank(text) == "" if want else R.strip_blank(text)[0] not in " \u200b"
