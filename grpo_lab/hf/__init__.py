@@ -19,27 +19,58 @@ Name                             Where it is taught (chapter 6b's sections)
 ``token_logprobs``               log pi(y) from logits, without a full log-softmax copy
 ``completion_logprobs``          the completion's log-probs from one forward pass
 ``token_entropy``                entropy from logits, stable at large and -inf logits
+``frozen_copy``                  the reference model: a frozen copy of the policy
+``reference_logprobs``           ref_logp from the frozen reference
+``old_logprobs``                 old_logp recomputed by the trainer beside the sampler's
+``logp_mismatch``                how far the sampler's log-probs are from the trainer's
+``is_weights``                   IS corrections: TIS, MIS / IcePop, sequence-level, TRL's
+                                 default sequence mask with its cap (``IS_MODES``)
+``weighted_advantages``          the IS weight folded into the advantages
+``micro_batches``                micro-batching and gradient accumulation ...
+``micro_weights``                ... with the global token count as normaliser
+``micro_mean_weights``           ... and the bug: a per-micro-batch mean
+``accumulate``                   forward + backward per micro-batch, one gradient
+``format_text``, ``warm_start``  a short supervised warm start on the format (as chapter 6)
+``addition_rewards``             chapter 5's verifiers on decoded text (``trl_reward_function``
+                                 gives TRL's signature)
+``StepConfig``, ``grpo_step``    one GRPO step on the real model from the book's functions
 ===============================  ==============================================================
 
 Each formula has its plain face beside it (``left_pad_plain``, ``completion_mask_plain``,
-``token_logprobs_plain``, ``next_token_logprobs_plain``, ``token_entropy_plain``), tested
+``token_logprobs_plain``, ``next_token_logprobs_plain``, ``token_entropy_plain``,
+``token_truncated_is_plain``, ``sequence_masked_is_plain``), tested
 equal to the hardened one in ``tests/hf``.
 """
 
 from __future__ import annotations
 
+from grpo_lab.hf.accumulate import (MICRO_WEIGHTS, accumulate, micro_batches, micro_mean_weights,
+                                    micro_weights)
 from grpo_lab.hf.batch import (Completions, completion_mask, completion_mask_plain,
                                encode_prompts, left_pad, left_pad_plain, sample)
+from grpo_lab.hf.importance import (IS_MODES, is_weights, masked_is, sampler_log_ratio,
+                                    sequence_log_ratio, sequence_masked_is_plain,
+                                    token_truncated_is_plain, truncated_is, weighted_advantages)
 from grpo_lab.hf.logprobs import (completion_logprobs, next_token_logprobs,
                                   next_token_logprobs_plain, token_entropy, token_entropy_plain,
                                   token_logprobs, token_logprobs_plain)
 from grpo_lab.hf.model import ARCHITECTURES, build_model, save_local
+from grpo_lab.hf.reference import frozen_copy, logp_mismatch, old_logprobs, reference_logprobs
+from grpo_lab.hf.reward import FORMAT_WEIGHT, addition_rewards, trl_reward_function
+from grpo_lab.hf.step import StepConfig, StepOutput, grpo_step
 from grpo_lab.hf.tokenizer import (CHAT_TEMPLATE, EOS, PAD, R1_ZERO_SYSTEM, VOCAB,
                                    build_tokenizer, prompt_messages)
+from grpo_lab.hf.warmstart import ANSWER_KINDS, format_text, warm_start
 
-__all__ = ["ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "PAD", "R1_ZERO_SYSTEM", "VOCAB",
-           "Completions", "build_model", "build_tokenizer", "completion_logprobs",
-           "completion_mask", "completion_mask_plain", "encode_prompts", "left_pad",
-           "left_pad_plain", "next_token_logprobs", "next_token_logprobs_plain",
-           "prompt_messages", "sample", "save_local", "token_entropy", "token_entropy_plain",
-           "token_logprobs", "token_logprobs_plain"]
+__all__ = ["ANSWER_KINDS", "ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIGHT", "IS_MODES",
+           "MICRO_WEIGHTS", "PAD", "R1_ZERO_SYSTEM", "VOCAB", "Completions", "StepConfig",
+           "StepOutput", "accumulate", "addition_rewards", "build_model", "build_tokenizer",
+           "completion_logprobs", "completion_mask", "completion_mask_plain", "encode_prompts",
+           "format_text", "frozen_copy", "grpo_step", "is_weights", "left_pad", "left_pad_plain",
+           "logp_mismatch", "masked_is", "micro_batches", "micro_mean_weights", "micro_weights",
+           "next_token_logprobs", "next_token_logprobs_plain", "old_logprobs", "prompt_messages",
+           "reference_logprobs", "sample", "sampler_log_ratio", "save_local",
+           "sequence_log_ratio", "sequence_masked_is_plain", "token_entropy",
+           "token_entropy_plain", "token_logprobs", "token_logprobs_plain",
+           "token_truncated_is_plain", "trl_reward_function", "truncated_is",
+           "warm_start", "weighted_advantages"]

@@ -1,0 +1,95 @@
+r"""A short supervised warm start on the answer format, before GRPO (as chapter 6 has).
+
+Taught in chapter 6b, section "The model and the prompt template"
+(``chapters/06b_real_model.ipynb``).
+
+DeepSeek-R1-Zero started GRPO from a pretrained model, which already writes text; a model
+built from a seed writes noise, and an exact-match reward on noise is 0 for every sample,
+so every group has zero spread and GRPO has no gradient at all. A few supervised steps on
+``<think></think><answer>N</answer><eos>`` fix the format. With ``answers="random"`` (chapter 6's
+choice) N is a random number, so the format is taught and the sums are left to GRPO: the
+model then writes well-formed but mostly wrong answers, and the groups have reward spread.
+
+.. math::  \mathcal L_{SFT} = -\frac{1}{\sum_{i,t} m_{i,t}} \sum_{i,t} m_{i,t}
+           \log \pi_\theta(y_{i,t} \mid x_i, y_{i,<t})
+
+the token-mean negative log-likelihood of the completion tokens only (the prompt is read, not
+learned), computed with :func:`grpo_lab.hf.completion_logprobs`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from grpo_lab.hf.batch import encode_prompts, left_pad
+from grpo_lab.hf.logprobs import completion_logprobs
+from grpo_lab.hf.tokenizer import prompt_messages
+from grpo_lab.numerics.validate import check_choice, check_int, check_real, describe
+from grpo_lab.rl.parsing import ANSWER, THINK
+from grpo_lab.rl.task import AdditionTask
+
+__all__ = ["ANSWER_KINDS", "format_text", "warm_start"]
+
+ANSWER_KINDS = ("random", "correct")
+
+
+def format_text(answer) -> str:
+    """The completion the warm start teaches: ``<think></think><answer>N</answer>``.
+
+    >>> import grpo_lab.hf as glh
+    >>> glh.format_text(12)
+    '<think></think><answer>12</answer>'
+    """
+    return f"{THINK[0]}{THINK[1]}{ANSWER[0]}{answer}{ANSWER[1]}"
+
+
+def _right_pad(rows, pad_id):
+    ids, mask = left_pad([r[::-1] for r in rows], pad_id)               # pad left, reversed
+    return ids.flip(1), mask.flip(1)                                     # = padded on the right
+
+
+def warm_start(model, tokenizer, task, *, steps: int = 60, batch_size: int = 64,
+               lr: float = 3e-3, answers: str = "random", seed: int = 0) -> list[float]:
+    r"""``steps`` Adam steps of :math:`\mathcal L_{SFT}` on ``task``'s training prompts; returns
+    the losses. Trains ``model`` in place and leaves it in eval mode.
+
+    ==========  =====  ================================================================
+    Argument    Type   Meaning
+    ==========  =====  ================================================================
+    task        Task   chapter 6's :class:`grpo_lab.task.AdditionTask`
+    steps       int    Adam steps, e.g. 60 (0: nothing)
+    batch_size  int    prompts per step
+    lr          float  Adam's learning rate, e.g. 3e-3 (chapter 6's warm-up)
+    answers     str    "random": N uniform in [0, max_answer] (chapter 6); "correct": the sum
+    seed        int    the prompts, the answers and nothing else
+    ==========  =====  ================================================================
+    """
+    if not isinstance(task, AdditionTask):
+        raise TypeError(f"task: expected a grpo_lab.task.AdditionTask, got {describe(task)}")
+    steps = check_int("steps", steps, minimum=0)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    lr = check_real("lr", lr, minimum=0.0, allow_equal=False)
+    answers = check_choice("answers", answers, ANSWER_KINDS)
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        terms = task.batch(batch_size, rng)
+        targets = [task.answer(t) if answers == "correct" else int(rng.integers(0, task.max_answer + 1))
+                   for t in terms]
+        prompt_ids, prompt_mask = encode_prompts(tokenizer, [prompt_messages(t) for t in terms])
+        rows = [tokenizer(format_text(a), add_special_tokens=False)["input_ids"]
+                + [tokenizer.eos_token_id] for a in targets]
+        completion_ids, completion_mask = _right_pad(rows, tokenizer.pad_token_id)  # (B, T)
+        logp = completion_logprobs(model, torch.cat([prompt_ids, completion_ids], 1),
+                                   torch.cat([prompt_mask, completion_mask], 1),
+                                   completion_ids.shape[1])                          # (B, T)
+        loss = -(logp * completion_mask).sum() / completion_mask.sum()              # NLL
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    return losses

@@ -1,0 +1,18 @@
+"""tests/hf runs its tiny models on one torch thread.
+
+A 2-layer, 64-wide model gives each op too little work to split: on a loaded 2-core machine
+five warm-start steps took 0.16 s on one thread and 1.1-6.5 s on two (the second thread spins
+waiting for the first). The number of threads changes no result beyond float rounding, which
+every test here allows for. The previous setting is restored after the session.
+"""
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
