@@ -109,7 +109,16 @@ def read_knobs(path=None) -> dict:
         raise TypeError(f"path: expected None (the packaged {KNOBS_FILE}), a str or a "
                         f"path-like, got {type(path).__name__}")
     try:
-        return tomllib.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:              # names neither the file nor the argument
+        raise ValueError(f"knobs: expected {where} to be UTF-8 text (TOML), got the byte "
+                         f"{err.object[err.start:err.start + 1]!r} at offset {err.start}, "
+                         f"which is not UTF-8") from None
+    except OSError as err:
+        raise ValueError(f"path: expected a readable TOML file, got {where!r}: "
+                         f"{err.strerror or err}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"knobs: expected {where} to be valid TOML, got: {err}") from None
 

@@ -258,3 +258,27 @@ def test_the_knobs_file_ships_in_the_wheel(tmp_path):
         assert member in zf.namelist(), \
             f"{member} is not in the wheel: list it under [tool.setuptools.package-data]"
         assert zf.read(member) == KNOBS.read_bytes()
+
+
+# --- issue 24: a file that cannot be read names the file ------------------------------------------
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda tmp: _write(tmp / "latin1.toml", 'concept = "caf\xe9"\n'.encode("latin-1")),
+     ValueError, "latin1.toml to be UTF-8 text (TOML), got the byte b'\\xe9' at offset 14"),
+    (lambda tmp: _write(tmp / "bom16.toml", "x = 1\n".encode("utf-16")),
+     ValueError, "bom16.toml to be UTF-8 text (TOML), got the byte b'\\xff' at offset 0"),
+    (lambda tmp: tmp / "missing.toml", ValueError, "path: expected a readable TOML file, got "),
+    (lambda tmp: tmp, ValueError, "path: expected a readable TOML file, got "),
+])
+def test_a_file_that_cannot_be_read_is_refused_naming_it(tmp_path, make, error, words):
+    """Before: a file that is not UTF-8 raised UnicodeDecodeError, which names no file."""
+    path = make(tmp_path)
+    for load in (gl.presets.knob_table, gl.presets.knob_sources):
+        with pytest.raises(error) as info:
+            load(path)
+        assert words in str(info.value) and str(path) in str(info.value), str(info.value)
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
