@@ -32,6 +32,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from grpo_lab.numerics.command_line import check_out_path, echo
+
 __all__ = ["CAPABILITIES", "RECORD", "load_record", "parse_ints", "run_case", "spread", "main"]
 
 #: CPU capability -> the environment that makes torch (ATen) and MKL use that code path.
@@ -128,31 +130,34 @@ def main(argv=None) -> int:
         if c not in CAPABILITIES:
             parser.error(f"argument --capabilities: expected some of {', '.join(CAPABILITIES)}, "
                          f"got {c!r}")
+    problem = None if args.out is None else check_out_path(args.out, "folder")
+    if problem:                                   # the one --out check (grpo_lab.train's too)
+        parser.error(f"argument --out: {problem}")
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="grpo-sweep-"))
     out.mkdir(parents=True, exist_ok=True)
     cases = [(s, t, c) for c in capabilities for t in threads for s in seeds]
-    print(f"{len(cases)} runs into {out}", flush=True)
+    echo(f"{len(cases)} runs into {out}", flush=True)
     results = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for r in pool.map(lambda case: run_case(*case, out, extra), cases):
             results.append(r)
             if "error" in r:
-                print(f"seed {r['seed']} threads {r['threads']} {r['capability']}: FAILED "
-                      f"(exit {r['returncode']})\n{r['error']}", flush=True)
+                echo(f"seed {r['seed']} threads {r['threads']} {r['capability']}: FAILED "
+                     f"(exit {r['returncode']})\n{r['error']}", flush=True)
             else:
-                print(f"seed {r['seed']:>3} threads {r['threads']} {r['capability']:>7}: "
-                      f"held-out {r['start_held_out_accuracy']:.1%} -> "
-                      f"{r['final_held_out_accuracy']:.1%}, format "
-                      f"{r['final_held_out_format']:.3f}, {r['seconds']:.1f} s", flush=True)
+                echo(f"seed {r['seed']:>3} threads {r['threads']} {r['capability']:>7}: "
+                     f"held-out {r['start_held_out_accuracy']:.1%} -> "
+                     f"{r['final_held_out_accuracy']:.1%}, format "
+                     f"{r['final_held_out_format']:.3f}, {r['seconds']:.1f} s", flush=True)
     done = [r for r in results if "error" not in r]
     report = {"runs": results}
     if done:
         report["final_held_out_accuracy"] = spread(r["final_held_out_accuracy"] for r in done)
         report["final_held_out_format"] = spread(r["final_held_out_format"] for r in done)
         acc, fmt = report["final_held_out_accuracy"], report["final_held_out_format"]
-        print(f"{len(done)} of {len(results)} runs finished; held-out accuracy min "
-              f"{acc['min']:.1%}, median {acc['median']:.1%}, max {acc['max']:.1%}; format "
-              f"min {fmt['min']:.3f}; runs at 90% or more: "
-              f"{sum(r['final_held_out_accuracy'] >= 0.9 for r in done)} of {len(done)}")
+        echo(f"{len(done)} of {len(results)} runs finished; held-out accuracy min "
+             f"{acc['min']:.1%}, median {acc['median']:.1%}, max {acc['max']:.1%}; format "
+             f"min {fmt['min']:.3f}; runs at 90% or more: "
+             f"{sum(r['final_held_out_accuracy'] >= 0.9 for r in done)} of {len(done)}")
     (out / "sweep.json").write_text(json.dumps(report, indent=1))
     return 0 if len(done) == len(results) else 1

@@ -71,3 +71,18 @@ def test_the_command_refuses_bad_arguments_by_flag(argv, flag, capsys):
     with pytest.raises(SystemExit) as exc:
         sweep.main(argv)
     assert exc.value.code == 2 and flag in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda tmp: "", "expected a path, got ''"),
+    (lambda tmp: str(tmp / "dangling"), "a symbolic link to"),
+    (lambda tmp: "/proc/grpo-sweep", "expected a path outside /proc and /sys"),
+])
+def test_out_goes_through_the_one_path_check(make, words, tmp_path, capsys, monkeypatch):
+    """The --out check of grpo_lab.train and grpo_lab.bench (issue 24), before any run."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    monkeypatch.setattr(sweep, "run_case", lambda *a: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as info:
+        sweep.main(["--seeds", "0", "--threads", "1", "--out", make(tmp_path)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "argument --out: expected" in err and words in err, err
