@@ -1,6 +1,13 @@
-"""The command line's default run, as chapter 6 promises it: python -m grpo_lab.train ends at
-90% held-out accuracy or more (about 45 s on two cores; the wall time is printed, not
-asserted: shared machines are noisy, and issue 15's time goal is measured, not unit-tested)."""
+"""The command line's default run, as chapter 6 and the README promise it: python -m
+grpo_lab.train ends at 90% held-out accuracy or more.
+
+The promise is measured by ``python -m grpo_lab.sweep`` over seeds, thread counts and CPU code
+paths (the record ships as ``grpo_lab/rl/default_sweep.json``). The run on this machine is one
+more draw from that spread: the same seed gives another run with another thread count or
+another CPU, so it is held to what held in every recorded run, with a margin, never to the
+value one machine gave. (An earlier version asserted a format rate of exactly 1.0; a CI
+machine's run ended at 0.992 and failed.) The wall time is printed, not asserted.
+"""
 
 import json
 import subprocess
@@ -14,18 +21,35 @@ pytest.importorskip("torch")
 import grpo_lab as gl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+PROMISE = 0.90            # held-out accuracy: README, chapter 6
+FORMAT_FLOOR = 0.98       # the recorded runs' lowest format rate, less a margin
+RECORD = gl.sweep.load_record()
+
+
+def test_the_recorded_sweep_backs_the_promise_with_a_margin():
+    runs = RECORD["runs"]
+    assert len(runs) >= 10 and all(r["returncode"] == 0 for r in runs)
+    layouts = {(r["seed"], r["threads"], r["capability"]) for r in runs}
+    assert len(layouts) == len(runs)                          # no layout counted twice
+    assert {(s, t) for s, t, _ in layouts} >= {(s, t) for s in range(5) for t in (1, 2)}
+    assert min(r["final_held_out_accuracy"] for r in runs) >= PROMISE + 0.01
+    assert min(r["final_held_out_format"] for r in runs) >= FORMAT_FLOOR + 0.005
+    assert RECORD["final_held_out_accuracy"]["min"] == min(r["final_held_out_accuracy"]
+                                                           for r in runs)
+    assert RECORD["measured"]["command"].startswith("python -m grpo_lab.sweep")
 
 
 def test_the_default_run_ends_at_90_percent_or_more(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "grpo_lab.train", "--quiet", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+                          cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     print(f"default run: {summary['start_held_out_accuracy']:.1%} -> "
-          f"{summary['final_held_out_accuracy']:.1%} in {summary['seconds']} s")
+          f"{summary['final_held_out_accuracy']:.1%}, format "
+          f"{summary['final_held_out_format']:.3f}, in {summary['seconds']} s")
     assert not summary["interrupted"] and summary["steps_done"] == gl.train.TrainConfig().steps
     assert summary["start_held_out_accuracy"] < 0.2
-    assert summary["final_held_out_accuracy"] >= 0.9
-    assert summary["final_held_out_format"] == 1.0
+    assert summary["final_held_out_accuracy"] >= PROMISE
+    assert summary["final_held_out_format"] >= FORMAT_FLOOR
     assert "wall time" in proc.stdout and "held-out accuracy" in proc.stdout
