@@ -34,7 +34,14 @@ Name                             Where it is taught (chapter 6b's sections)
 ``addition_rewards``             chapter 5's verifiers on decoded text (``trl_reward_function``
                                  gives TRL's signature)
 ``StepConfig``, ``grpo_step``    one GRPO step on the real model from the book's functions
+``grpo_config``, ``run_trl``     the same run in TRL 1.16.0's GRPOTrainer (``TRL_VERSION``):
+                                 the StepConfig as a GRPOConfig, offline, on the CPU
+``BatchCapture``                 TRL's batch, loss and gradient captured in one step
+``cross_check``                  ... recomputed with glt.grpo_loss / glt.group_advantages
 ===============================  ==============================================================
+
+``import grpo_lab.hf`` imports torch and transformers; TRL and datasets are imported only
+when a TRL run starts.
 
 Each formula has its plain face beside it (``left_pad_plain``, ``completion_mask_plain``,
 ``token_logprobs_plain``, ``next_token_logprobs_plain``, ``token_entropy_plain``,
@@ -60,11 +67,16 @@ from grpo_lab.hf.reward import FORMAT_WEIGHT, addition_rewards, trl_reward_funct
 from grpo_lab.hf.step import StepConfig, StepOutput, grpo_step
 from grpo_lab.hf.tokenizer import (CHAT_TEMPLATE, EOS, PAD, R1_ZERO_SYSTEM, VOCAB,
                                    build_tokenizer, prompt_messages)
+from grpo_lab.hf.trl_check import BatchCapture, CrossCheck, cross_check
+from grpo_lab.hf.trl_run import (TRL_VERSION, TRLRun, addition_dataset, grpo_config, offline,
+                                 run_trl)
 from grpo_lab.hf.warmstart import ANSWER_KINDS, format_text, warm_start
 
 __all__ = ["ANSWER_KINDS", "ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIGHT", "IS_MODES",
-           "MICRO_WEIGHTS", "PAD", "R1_ZERO_SYSTEM", "VOCAB", "Completions", "StepConfig",
-           "StepOutput", "accumulate", "addition_rewards", "build_model", "build_tokenizer",
+           "MICRO_WEIGHTS", "PAD", "R1_ZERO_SYSTEM", "TRL_VERSION", "VOCAB", "BatchCapture",
+           "Completions", "CrossCheck", "StepConfig", "StepOutput", "TRLRun", "accumulate",
+           "addition_dataset", "addition_rewards", "cross_check", "grpo_config", "offline",
+           "run_trl", "build_model", "build_tokenizer",
            "completion_logprobs", "completion_mask", "completion_mask_plain", "encode_prompts",
            "format_text", "frozen_copy", "grpo_step", "is_weights", "left_pad", "left_pad_plain",
            "logp_mismatch", "masked_is", "micro_batches", "micro_mean_weights", "micro_weights",
