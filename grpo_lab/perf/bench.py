@@ -60,9 +60,9 @@ from grpo_lab.perf.measure import (forward_backward, peak_bytes_numpy, peak_byte
                                    result_rows, time_round_robin, torch_mirror, torch_or_none)
 
 __all__ = ["ADV_SIZES", "LINEAR_SIZE", "LOSS_SIZE", "QUICK_ADV_SIZES", "QUICK_LOSS_SIZE",
-           "TRL_EPS", "bench_advantages", "bench_loss", "check_out_path", "loss_inputs", "main",
-           "plain_advantages", "print_report", "run", "summary", "trl_style_advantages",
-           "trl_style_loss"]
+           "TRL_EPS", "bench_advantages", "bench_loss", "check_out_path", "check_run_options",
+           "loss_inputs", "main", "plain_advantages", "print_report", "run", "summary",
+           "trl_style_advantages", "trl_style_loss"]
 
 ADV_SIZES = [(262144, 64), (1048576, 8)]       # (B, G) float32
 LOSS_SIZE = (512, 2048)                         # (N, T) = (B*G, T)
@@ -163,6 +163,20 @@ def _environment(quick, repeats, device):
     return info
 
 
+def check_run_options(repeats, threads, linear_repeats=3):
+    """``(repeats, threads, linear_repeats)`` checked, with the reasons for their bounds."""
+    repeats = check_int("repeats", repeats, minimum=MIN_REPEATS, maximum=MAX_REPEATS,
+                        why=" (medians of fewer runs are noise on a shared machine; each round "
+                            "of the full sizes takes seconds)")
+    linear_repeats = check_int("linear_repeats", linear_repeats, minimum=1,
+                               maximum=MAX_REPEATS, why=" (each takes seconds at full size)")
+    if threads is not None:
+        threads = check_int("threads", threads, minimum=1, maximum=max_threads(),
+                            why=f" (at most {THREADS_PER_CPU} per CPU, {os.cpu_count()} here: "
+                                f"more only wait for each other)")
+    return repeats, threads, linear_repeats
+
+
 def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "linear"),
         threads=None, adv_sizes=None, loss_size=None, linear_size=None, linear_repeats=3):
     """Run the benchmarks and return ``{"environment", "results", "summary"}`` (JSON-ready).
@@ -172,8 +186,7 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "li
     CPU (see ``--threads``); ``linear_repeats`` timed steps of the loss from hidden states (each
     takes seconds at the full size).
     """
-    if repeats < MIN_REPEATS:
-        raise ValueError(f"repeats: expected at least {MIN_REPEATS}, got {repeats}")
+    repeats, threads, linear_repeats = check_run_options(repeats, threads, linear_repeats)
     torch = torch_or_none()
     if threads is None and device == "cpu":
         threads = 1
@@ -246,13 +259,10 @@ def main(argv=None):
     problem = check_out_path(args.out, "file")
     if problem:                                          # before minutes of benchmarks
         parser.error(f"--out: {problem}")
-    if not MIN_REPEATS <= args.repeats <= MAX_REPEATS:
-        parser.error(f"--repeats: expected an integer in [{MIN_REPEATS}, {MAX_REPEATS}] "
-                     f"(medians of fewer runs are noise on a shared machine; each round of the "
-                     f"full sizes takes seconds), got {args.repeats}")
-    if args.threads is not None and not 1 <= args.threads <= max_threads():
-        parser.error(f"--threads: expected an integer in [1, {max_threads()}] (at most "
-                     f"{THREADS_PER_CPU} per CPU, {os.cpu_count()} here), got {args.threads}")
+    try:
+        check_run_options(args.repeats, args.threads)
+    except ValueError as exc:                            # "repeats: expected ..." -> --repeats
+        parser.error(f"--{exc}")
     if args.device == "cuda":
         torch = torch_or_none()
         if torch is None or not torch.cuda.is_available():

@@ -226,3 +226,13 @@ def test_a_name_that_is_not_utf8_is_printed_escaped(encoding, tmp_path, monkeypa
     stdout.flush()
     assert b"wrote " + os.fsencode(tmp_path) + b"/caf\\udce9.json" in stdout.buffer.getvalue()
     assert json.loads(Path(out).read_text())["results"] == []
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(repeats=10**8), r"^repeats: expected an integer in \[5, 1000\]"),
+    (dict(repeats=5, threads=10**6), r"^threads: expected an integer in \[1, \d+\] \(at most 4"),
+    (dict(repeats=5, linear_repeats=0), r"^linear_repeats: expected an integer in \[1, 1000\]"),
+])
+def test_run_bounds_its_integers_for_callers_in_python_too(options, message):
+    with pytest.raises(ValueError, match=message):
+        bench.run(quick=True, only=(), **options)
