@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from grpo_lab.numerics.command_line import echo
 from grpo_lab.numerics.validate import describe, is_float_dtype
 
 __all__ = ["TEXT_LIMIT", "TIMED_OUT", "TIME_LIMIT_S", "Answer", "as_answer", "call",
@@ -54,8 +55,8 @@ def verdict(verbose: bool, fn):
         raise TypeError(f"verbose: expected True or False, got {describe(verbose)}")
 
     def say(ok: bool, message: str) -> bool:
-        if verbose:
-            print(("PASS: " if ok else "NOT YET: ") + message)
+        if verbose:              # the message may quote the reader's text: any encoding
+            echo(("PASS: " if ok else "NOT YET: ") + message)
         return ok
     return say
 

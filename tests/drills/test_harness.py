@@ -267,3 +267,15 @@ def test_the_checkers_own_messages_quote_exceptions_through_the_same_guard():
     assert harness.exception_text(_BadStr()) == "_BadStr: <a _BadStr whose str() raised " \
                                                 "RuntimeError>"
     assert harness.exception_text(KeyError()) == "KeyError"
+
+
+def test_a_verdict_quoting_the_readers_text_prints_on_an_ascii_stream(monkeypatch):
+    import io
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="ascii")       # strict, like a pipe
+    monkeypatch.setattr(sys, "stdout", stream)
+    say = verdict(True, len)
+    _, problem = call(_raise(ValueError("caf\u00e9 \udce9")), [1.0], where="a batch")
+    assert say(False, problem) is False
+    stream.flush()
+    assert stream.buffer.getvalue() == (b"NOT YET: on a batch your function raised ValueError: "
+                                        b"caf\\xe9 \\udce9\n")
