@@ -148,7 +148,7 @@ def cross_check(run: TRLRun, capture: BatchCapture, config: StepConfig) -> Cross
     args = trainer.args
     model = type(trainer.model)(trainer.model.config)                    # unpatched forward
     model.load_state_dict(capture.state)
-    model.train()
+    model.to(x["prompt_ids"].device).train()                              # TRL's device
     ids = torch.cat([x["prompt_ids"], x["completion_ids"]], dim=1)       # (n, P + T)
     mask = torch.cat([x["prompt_mask"], x["completion_mask"]], dim=1)    # (n, P + T)
     m = x["completion_mask"]                                             # (n, T)
@@ -175,7 +175,7 @@ def cross_check(run: TRLRun, capture: BatchCapture, config: StepConfig) -> Cross
     for gen, (_, rewards) in zip(capture.generations, run.rewards):
         r = torch.as_tensor(rewards, dtype=torch.float32).view(-1, G)    # (B, G)
         ours = glt.group_advantages(r, **config.advantages).reshape(-1)  # (N,)
-        adv_diff = max(adv_diff, float((ours - gen["advantages"]).abs().max()))
+        adv_diff = max(adv_diff, float((ours - gen["advantages"].cpu()).abs().max()))
     keep = m.bool()
     return CrossCheck(
         trl_loss=capture.loss, loss=float(loss.detach()),

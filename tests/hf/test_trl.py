@@ -153,3 +153,20 @@ def test_capture_and_cross_check_refuse_what_they_cannot_use(trl_run):
     with pytest.raises(ValueError, match="^step:"):
         glh.BatchCapture(step=-1)
     assert trl.__version__ == glh.TRL_VERSION
+
+
+def test_the_command_line_runs_trl_and_cross_checks_every_step(tmp_path, capsys):
+    import json
+
+    from grpo_lab.hf.__main__ import main
+
+    out = tmp_path / "trl.json"
+    assert main(["--steps", "2", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["versions"]["trl"] == glh.TRL_VERSION and report["device"] == "cpu"
+    assert [row["step"] for row in report["history"]] == [1, 2]
+    assert all(v < TOL for k, v in report["largest_difference"].items() if k != "entropy_diff")
+    assert report["largest_gradient"] > 1e-4
+    assert '"largest_difference"' in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--steps", "0"])
