@@ -55,9 +55,8 @@ from grpo_lab.hf.accumulate import (MICRO_WEIGHTS, accumulate, micro_batches, mi
                                     micro_weights)
 from grpo_lab.hf.batch import (Completions, completion_mask, completion_mask_plain,
                                encode_prompts, left_pad, left_pad_plain, sample)
-from grpo_lab.hf.importance import (IS_MODES, is_weights, masked_is, sampler_log_ratio,
-                                    sequence_log_ratio, sequence_masked_is_plain,
-                                    token_truncated_is_plain, truncated_is, weighted_advantages)
+from grpo_lab.hf.importance import (IS_MODES, is_weights, sequence_masked_is_plain,
+                                    token_truncated_is_plain, weighted_advantages)
 from grpo_lab.hf.logprobs import (completion_logprobs, next_token_logprobs,
                                   next_token_logprobs_plain, token_entropy, token_entropy_plain,
                                   token_logprobs, token_logprobs_plain)
@@ -75,14 +74,12 @@ from grpo_lab.hf.warmstart import ANSWER_KINDS, format_text, warm_start
 __all__ = ["ANSWER_KINDS", "ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIGHT", "IS_MODES",
            "MICRO_WEIGHTS", "PAD", "R1_ZERO_SYSTEM", "TRL_VERSION", "VOCAB", "BatchCapture",
            "Completions", "CrossCheck", "StepConfig", "StepOutput", "TRLRun", "accumulate",
-           "addition_dataset", "addition_rewards", "cross_check", "grpo_config", "offline",
-           "run_trl", "build_model", "build_tokenizer",
-           "completion_logprobs", "completion_mask", "completion_mask_plain", "encode_prompts",
-           "format_text", "frozen_copy", "grpo_step", "is_weights", "left_pad", "left_pad_plain",
-           "logp_mismatch", "masked_is", "micro_batches", "micro_mean_weights", "micro_weights",
-           "next_token_logprobs", "next_token_logprobs_plain", "old_logprobs", "prompt_messages",
-           "reference_logprobs", "sample", "sampler_log_ratio", "save_local",
-           "sequence_log_ratio", "sequence_masked_is_plain", "token_entropy",
-           "token_entropy_plain", "token_logprobs", "token_logprobs_plain",
-           "token_truncated_is_plain", "trl_reward_function", "truncated_is",
-           "warm_start", "weighted_advantages"]
+           "addition_dataset", "addition_rewards", "build_model", "build_tokenizer",
+           "completion_logprobs", "completion_mask", "completion_mask_plain", "cross_check",
+           "encode_prompts", "format_text", "frozen_copy", "grpo_config", "grpo_step",
+           "is_weights", "left_pad", "left_pad_plain", "logp_mismatch", "micro_batches",
+           "micro_mean_weights", "micro_weights", "next_token_logprobs",
+           "next_token_logprobs_plain", "offline", "old_logprobs", "prompt_messages",
+           "reference_logprobs", "run_trl", "sample", "save_local", "sequence_masked_is_plain",
+           "token_entropy", "token_entropy_plain", "token_logprobs", "token_logprobs_plain",
+           "token_truncated_is_plain", "trl_reward_function", "warm_start", "weighted_advantages"]

@@ -22,7 +22,8 @@ import time
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grpo_lab.hf", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m grpo_lab.hf",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--steps", type=int, default=10, help="TRL optimizer steps (1 to 200)")
     parser.add_argument("--threads", type=int, default=1,

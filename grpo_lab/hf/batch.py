@@ -50,7 +50,7 @@ def check_ids(name: str, ids, ndim: int = 2) -> torch.Tensor:
 
 
 def left_pad_plain(rows, pad_id):
-    """Left padding, plainly: each row gets ``P - len(row)`` pads in front; the mask marks the rest."""
+    """Left padding, plainly: ``P - len(row)`` pads before each row; the mask marks the rest."""
     P = max(len(r) for r in rows)
     ids = [[pad_id] * (P - len(r)) + list(r) for r in rows]
     mask = [[0] * (P - len(r)) + [1] * len(r) for r in rows]

@@ -53,6 +53,9 @@ from grpo_lab.numerics.validate import (as_float_array, as_mask, check_choice, c
 __all__ = ["IS_MODES", "check_is_arguments", "is_weights", "masked_is", "sampler_log_ratio",
            "sequence_log_ratio", "sequence_masked_is_plain", "token_truncated_is_plain",
            "truncated_is", "weighted_advantages"]
+# sampler_log_ratio, sequence_log_ratio, truncated_is and masked_is are is_weights' four steps,
+# named so that its listing reads as the formulas; they take tensors is_weights has checked
+# (the door is is_weights, which validates once), so they are not on gl.hf.
 
 #: TRL's ``vllm_importance_sampling_mode`` values, each one of :func:`is_weights`' modes.
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")

@@ -51,7 +51,8 @@ def frozen_copy(model) -> PreTrainedModel:
     >>> ref = glh.frozen_copy(policy)
     >>> ref.training, any(p.requires_grad for p in ref.parameters())
     (False, False)
-    >>> torch.equal(ref.lm_head.weight, policy.lm_head.weight), ref.lm_head.weight is policy.lm_head.weight
+    >>> w, w_ref = policy.lm_head.weight, ref.lm_head.weight
+    >>> torch.equal(w, w_ref), w is w_ref
     (True, False)
     """
     if not isinstance(model, PreTrainedModel):
@@ -77,7 +78,8 @@ def old_logprobs(model, batch, *, temperature: float = 1.0) -> torch.Tensor:
     >>> import torch, grpo_lab.hf as glh
     >>> tok = glh.build_tokenizer()
     >>> model = glh.build_model(tok, seed=0)
-    >>> batch = glh.sample(model, *glh.encode_prompts(tok, ["1+2="], repeat=2), max_new_tokens=4, seed=0)
+    >>> ids, mask = glh.encode_prompts(tok, ["1+2="], repeat=2)
+    >>> batch = glh.sample(model, ids, mask, max_new_tokens=4, seed=0)
     >>> old = glh.old_logprobs(model, batch)
     >>> old.shape, old.requires_grad
     (torch.Size([2, 4]), False)

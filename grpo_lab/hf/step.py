@@ -160,7 +160,8 @@ def grpo_step(model, optimizer, tokenizer, terms, config: StepConfig, *, ref_mod
         raise TypeError(f"config: expected a gl.hf.StepConfig, got {describe(config)}")
     cfg = config.validate()
     if not isinstance(terms, (list, tuple)) or not terms:
-        raise TypeError(f"terms: expected a non-empty list of prompts' terms, got {describe(terms)}")
+        raise TypeError(f"terms: expected a non-empty list of prompts' terms, got "
+                        f"{describe(terms)}")
     if cfg.beta > 0 and ref_model is None:
         raise ValueError(f"ref_model: expected the frozen reference (gl.hf.frozen_copy) for "
                          f"beta = {cfg.beta}, got None")

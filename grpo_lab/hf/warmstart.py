@@ -77,8 +77,8 @@ def warm_start(model, tokenizer, task, *, steps: int = 60, batch_size: int = 64,
     losses = []
     for _ in range(steps):
         terms = task.batch(batch_size, rng)
-        targets = [task.answer(t) if answers == "correct" else int(rng.integers(0, task.max_answer + 1))
-                   for t in terms]
+        targets = [task.answer(t) if answers == "correct"
+                   else int(rng.integers(0, task.max_answer + 1)) for t in terms]
         prompt_ids, prompt_mask = encode_prompts(tokenizer, [prompt_messages(t) for t in terms])
         rows = [tokenizer(format_text(a), add_special_tokens=False)["input_ids"]
                 + [tokenizer.eos_token_id] for a in targets]

@@ -189,7 +189,8 @@ def test_sample_is_repeatable_with_a_seed_and_masks_after_eos(tok, model):
     assert bool((a.sampler_logp[after] == 0).all()) and bool((a.sampler_logp[~after] < 0).all())
     has_eos = (a.completion_ids == glh.EOS).any(dim=1)
     assert torch.equal(a.truncated, ~has_eos)
-    assert a.input_ids.shape == a.attention_mask.shape == (16, ids.shape[1] + a.completion_ids.shape[1])
+    L = ids.shape[1] + a.completion_ids.shape[1]
+    assert a.input_ids.shape == a.attention_mask.shape == (16, L)
 
 
 def test_sample_stops_rows_at_eos(tok):

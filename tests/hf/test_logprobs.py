@@ -98,12 +98,13 @@ def test_token_logprobs_bad_arguments_name_themselves(logits, labels, kwargs, na
         glh.token_logprobs(logits, labels, **kwargs)
 
 
-@pytest.mark.parametrize("logits, ids, name", [(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long),
-                                                "logits"),
-                                               (torch.ones(1, 1, 3), torch.ones(1, 1, dtype=torch.long),
-                                                "logits"),
-                                               (torch.ones(1, 4, 3), torch.ones(1, 3, dtype=torch.long),
-                                                "input_ids")])
+_LONG = dict(dtype=torch.long)
+
+
+@pytest.mark.parametrize("logits, ids, name", [
+    (torch.ones(2, 3), torch.ones(2, 3, **_LONG), "logits"),           # no vocabulary axis
+    (torch.ones(1, 1, 3), torch.ones(1, 1, **_LONG), "logits"),        # one position
+    (torch.ones(1, 4, 3), torch.ones(1, 3, **_LONG), "input_ids")])
 def test_next_token_logprobs_bad_arguments_name_themselves(logits, ids, name):
     with pytest.raises((TypeError, ValueError), match=f"^{name}:"):
         glh.next_token_logprobs(logits, ids)
@@ -184,7 +185,8 @@ def test_completion_logprobs_carries_the_gradient_to_the_weights(tok, model):
     out = glh.sample(model, ids, mask, max_new_tokens=3, seed=0)
     logp = glh.completion_logprobs(model, out.input_ids, out.attention_mask, 3)
     logp.sum().backward()
-    assert model.lm_head.weight.grad is not None and float(model.lm_head.weight.grad.abs().sum()) > 0
+    grad = model.lm_head.weight.grad
+    assert grad is not None and float(grad.abs().sum()) > 0
     model.zero_grad()
 
 

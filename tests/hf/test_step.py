@@ -104,9 +104,9 @@ def test_warm_start_lowers_the_loss_and_teaches_the_format(tok, task, warm):
     assert gl.format_reward(text) == 1.0       # 40 steps teach the format (not the sum)
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(steps=-1), "steps"), (dict(batch_size=0), "batch_size"),
-                                          (dict(lr=0.0), "lr"), (dict(answers="right"), "answers"),
-                                          (dict(seed=-1), "seed")])
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(steps=-1), "steps"), (dict(batch_size=0), "batch_size"), (dict(lr=0.0), "lr"),
+    (dict(answers="right"), "answers"), (dict(seed=-1), "seed")])
 def test_warm_start_bad_arguments_name_themselves(tok, task, kwargs, name):
     model = glh.build_model(tok, seed=0)
     with pytest.raises((TypeError, ValueError), match=f"^{name}:"):
@@ -127,12 +127,11 @@ def test_step_config_from_the_trl_preset():
     assert glh.StepConfig.from_preset("trl", beta=0.04, group_size=4).beta == 0.04
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(group_size=1), "group_size"), (dict(agg="mean"), "agg"),
-                                          (dict(eps_low=-0.1), "eps_low"), (dict(beta=-1.0), "beta"),
-                                          (dict(is_mode="tis"), "is_mode"), (dict(kl="k4"), "kl"),
-                                          (dict(micro_size=0), "micro_size"),
-                                          (dict(temperature=0.0), "temperature"),
-                                          (dict(kl_bias_correction=1), "kl_bias_correction")])
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(group_size=1), "group_size"), (dict(agg="mean"), "agg"), (dict(eps_low=-0.1), "eps_low"),
+    (dict(beta=-1.0), "beta"), (dict(is_mode="tis"), "is_mode"), (dict(kl="k4"), "kl"),
+    (dict(micro_size=0), "micro_size"), (dict(temperature=0.0), "temperature"),
+    (dict(kl_bias_correction=1), "kl_bias_correction")])
 def test_step_config_bad_fields_name_themselves(kwargs, name):
     with pytest.raises((TypeError, ValueError), match=f"^{name}:"):
         glh.StepConfig(**kwargs)

@@ -4,9 +4,10 @@ One TRL run is shared by the module (4 optimizer steps: 2 batches x num_iteratio
 clip-higher 0.28). Its batch is captured at step 0 (every ratio 1) and at step 1 (the second
 update on the same batch: TRL's old_logp, ratios away from 1); a second, one-step run
 accumulates two micro-batches (on-policy, so TRL passes no old_logp; its "dapo" divides by the
-generation batch's token count). For each captured step, TRL's loss and its gradient with respect to every
-parameter are recomputed from the captured inputs with gl.hf.completion_logprobs and
-glt.grpo_loss, and TRL's advantages with glt.group_advantages: equal to 1e-6.
+generation batch's token count). For each captured step, TRL's loss and its gradient with
+respect to every parameter are recomputed from the captured inputs with
+gl.hf.completion_logprobs and glt.grpo_loss, and TRL's advantages with glt.group_advantages:
+equal to 1e-6.
 """
 
 import pytest
@@ -170,3 +171,18 @@ def test_the_command_line_runs_trl_and_cross_checks_every_step(tmp_path, capsys)
     assert '"largest_difference"' in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["--steps", "0"])
+
+
+def test_addition_dataset_offline_and_format_text(setup):
+    _, task, _ = setup
+    ds = glh.addition_dataset(task)
+    assert len(ds) == len(task.train) and set(ds.column_names) == {"prompt", "answer"}
+    assert ds[0]["prompt"] == glh.prompt_messages(task.train[0])
+    assert ds[0]["answer"] == sum(task.train[0])
+    assert len(glh.addition_dataset(task, split="held_out")) == len(task.held_out)
+    with pytest.raises(TypeError, match="^task:"):
+        glh.addition_dataset([(1, 2)])
+    with pytest.raises(ValueError, match="^split:"):
+        glh.addition_dataset(task, split="test")
+    assert glh.offline()["HF_HUB_OFFLINE"] in ("1", "true", "True", "ON", "on", "yes")
+    assert gl.format_reward(glh.format_text(7)) == 1.0
