@@ -1,6 +1,6 @@
 r"""Importance-sampling corrections for a sampler that is not the trainer: TIS, MIS, TRL's mask.
 
-Taught in chapter 6b, section "old_logp, the sampler's logp and the IS correction"
+Taught in chapter 6b, section "`old_logp`, the sampler's log-probs and the IS correction"
 (``chapters/06b_real_model.ipynb``).
 
 An inference engine (vLLM, SGLang) samples the completions with its own kernels, often in

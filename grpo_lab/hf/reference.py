@@ -1,7 +1,7 @@
 r"""The frozen reference model, and ``old_logp`` recomputed by the trainer beside the sampler's.
 
-Taught in chapter 6b, sections "The reference model" and "old_logp, the sampler's logp and the
-IS correction" (``chapters/06b_real_model.ipynb``).
+Taught in chapter 6b, sections "The reference model" and "`old_logp`, the sampler's log-probs
+and the IS correction" (``chapters/06b_real_model.ipynb``).
 
 A GRPO step needs the sampled tokens' log-probs under three policies:
 

@@ -1,7 +1,7 @@
 r"""Chapter 6's reward on decoded text, for the book's step and as a TRL reward function.
 
-Taught in chapter 6b, sections "One GRPO step on the real model" and "The same run in TRL"
-(``chapters/06b_real_model.ipynb``). The verifiers are chapter 5's, unchanged:
+Taught in chapter 6b, sections "One step, from the book's functions" and "The same run in
+TRL" (``chapters/06b_real_model.ipynb``). The verifiers are chapter 5's, unchanged:
 
 .. math::  r = r_{acc} + w_{fmt}\, r_{fmt}
 

@@ -1,9 +1,10 @@
 r"""One GRPO step on a Hugging Face causal LM, composed from ``gl.hf`` and ``grpo_lab.torch``.
 
-Taught in chapter 6b, section "One GRPO step on the real model"
-(``chapters/06b_real_model.ipynb``). The book's math is reused, never rewritten here: the
-advantages are ``glt.group_advantages``, the loss is ``glt.grpo_loss``; this module only wires
-them to a real model, as :mod:`grpo_lab.rl.train` wires them to the tiny policy.
+Taught in chapter 6b, section "A short warm start, then GRPO on the real model", "One step,
+from the book's functions" (``chapters/06b_real_model.ipynb``). The book's math is reused,
+never rewritten here: the advantages are ``glt.group_advantages``, the loss is
+``glt.grpo_loss``; this module only wires them to a real model, as :mod:`grpo_lab.rl.train`
+wires them to the tiny policy.
 
 1. **prompts**: chapter 6's sums through the chat template, each repeated G times, padded
    left (:func:`grpo_lab.hf.encode_prompts`);

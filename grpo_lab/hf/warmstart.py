@@ -1,6 +1,6 @@
 r"""A short supervised warm start on the answer format, before GRPO (as chapter 6 has).
 
-Taught in chapter 6b, section "The model and the prompt template"
+Taught in chapter 6b, section "A short warm start, then GRPO on the real model"
 (``chapters/06b_real_model.ipynb``).
 
 DeepSeek-R1-Zero started GRPO from a pretrained model, which already writes text; a model

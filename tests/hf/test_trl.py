@@ -18,6 +18,7 @@ trl = pytest.importorskip("trl")
 
 import grpo_lab as gl  # noqa: E402
 import grpo_lab.hf as glh  # noqa: E402
+import grpo_lab.torch as glt  # noqa: E402
 
 TOL = 1e-6
 
@@ -49,15 +50,55 @@ def trl_run(setup, tmp_path_factory):
     return run, captures, cfg
 
 
-@pytest.fixture(scope="module")
-def trl_micro_run(setup, tmp_path_factory):
+def _micro_run(setup, tmp_path_factory, agg):
     tok, task, warm = setup
     model = glh.frozen_copy(warm).requires_grad_(True)
-    cfg = glh.StepConfig.from_preset("trl", beta=0.04, micro_size=32)      # 64 rows: 2 micro
-    capture = glh.BatchCapture(step=1)                                      # the second one
+    cfg = glh.StepConfig.from_preset("trl", beta=0.04, micro_size=32, agg=agg)  # 64 rows: 2 micro
+    captures = [glh.BatchCapture(step=0), glh.BatchCapture(step=1)]            # both micro
+
+    class Both:
+        def attach(self, trainer):
+            for c in captures:
+                c.attach(trainer)
+
     run = glh.run_trl(model, tok, task, cfg, max_steps=1, prompts_per_step=8, seed=1,
-                      folder=tmp_path_factory.mktemp("trl_micro"), capture=capture)
-    return run, capture, cfg
+                      folder=tmp_path_factory.mktemp(f"trl_{agg}"), capture=Both())
+    return run, captures, cfg
+
+
+@pytest.fixture(scope="module")
+def trl_micro_run(setup, tmp_path_factory):
+    return _micro_run(setup, tmp_path_factory, "dapo")
+
+
+@pytest.fixture(scope="module")
+def trl_bnpo_run(setup, tmp_path_factory):
+    return _micro_run(setup, tmp_path_factory, "bnpo")
+
+
+def _full_batch_gradient(run, captures, agg):
+    """The book's gradient of the whole generation batch (both micro-batches in one), and
+    TRL's accumulated one (the sum of its two micro-batch gradients)."""
+    x0, x1 = captures[0].inputs, captures[1].inputs
+    x = {k: torch.cat([x0[k], x1[k]]) for k in ("prompt_ids", "prompt_mask", "completion_ids",
+                                                 "completion_mask", "advantages",
+                                                 "ref_per_token_logps")}
+    model = type(run.trainer.model)(run.trainer.model.config)
+    model.load_state_dict(captures[0].state)
+    ids = torch.cat([x["prompt_ids"], x["completion_ids"]], 1)
+    mask = torch.cat([x["prompt_mask"], x["completion_mask"]], 1)
+    logp = glh.completion_logprobs(model, ids, mask, x["completion_ids"].shape[1])
+    args = run.trainer.args
+    loss, _ = glt.grpo_loss(logp, logp.detach(), x["ref_per_token_logps"], x["advantages"],
+                            x["completion_mask"], eps_low=args.epsilon,
+                            eps_high=args.epsilon_high, beta=args.beta, agg=agg,
+                            kl_bias_correction=True)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    ours = torch.cat([g.flatten() for g in torch.autograd.grad(loss, [p for _, p in named])])
+    trl_sum = torch.cat([(captures[0].grads[n] + captures[1].grads[n]).flatten()
+                         for n, _ in named])
+    counts = [float(c.inputs["completion_mask"].sum()) for c in captures]
+    return ours, trl_sum, counts
 
 
 def _assert_equal(check):
@@ -89,12 +130,31 @@ def test_trl_loss_gradient_and_advantages_equal_the_books_with_old_logp(trl_run)
 
 
 def test_trl_with_two_micro_batches_equals_the_books_global_token_share(trl_micro_run):
-    run, capture, cfg = trl_micro_run
-    x = capture.inputs
-    assert x["completion_ids"].shape[0] == 32                   # one micro-batch of the two
-    assert "old_per_token_logps" not in x                       # on-policy: logp.detach()
-    assert float(x["num_items_in_batch"]) > float(x["completion_mask"].sum())   # global count
-    _assert_equal(glh.cross_check(run, capture, cfg))
+    run, captures, cfg = trl_micro_run
+    for capture in captures:
+        x = capture.inputs
+        assert x["completion_ids"].shape[0] == 32               # one micro-batch of the two
+        assert "old_per_token_logps" not in x                   # on-policy: logp.detach()
+        assert float(x["num_items_in_batch"]) > float(x["completion_mask"].sum())  # global
+        _assert_equal(glh.cross_check(run, capture, cfg))
+    # and TRL's accumulated gradient is the whole batch's: "dapo" needs no micro-batch fix
+    ours, trl_sum, _ = _full_batch_gradient(run, captures, "dapo")
+    assert float((ours - trl_sum).abs().max()) < TOL
+
+
+def test_trls_bnpo_under_accumulation_is_the_per_micro_batch_mean(trl_bnpo_run):
+    # TRL 1.16.0's "bnpo" divides each micro-batch by its own token count, then by the
+    # accumulation steps (_compute_loss): gl.hf.micro_mean_weights, not micro_weights. Each
+    # micro-batch is reproduced exactly, and the sum differs from the whole batch's gradient
+    # as soon as the two micro-batches hold different numbers of tokens.
+    run, captures, cfg = trl_bnpo_run
+    for capture in captures:
+        _assert_equal(glh.cross_check(run, capture, cfg))
+    ours, trl_sum, counts = _full_batch_gradient(run, captures, "bnpo")
+    assert counts[0] != counts[1], counts                  # seeded: the case that shows it
+    rel = float((ours - trl_sum).norm() / ours.norm())
+    print(f"bnpo micro-batch tokens {counts}: relative gradient difference {rel:.2e}")
+    assert rel > 1e-4
 
 
 def test_trl_logs_the_metrics_the_chapter_shows(trl_run):
@@ -116,8 +176,9 @@ def test_trl_logs_the_metrics_the_chapter_shows(trl_run):
 
 def test_trl_entropy_equals_the_books_to_float32_rounding(trl_run):
     run, (_, second), cfg = trl_run
-    # TRL's fused LM head computes the entropy along another path than gl.hf.token_entropy
-    # (shifted by the max): they agree to float32 rounding of terms near log V = 4.6
+    # TRL's fused LM head computes log Z - sum_v p_v z_v with z not shifted by its max
+    # (trl/kernels/chunked_logprob.py, ChunkedLogProbFunction.forward); gl.hf.token_entropy
+    # shifts first. Against the float64 forward of the same batch: TRL 3.8e-6, gl.hf 9.1e-7.
     assert glh.cross_check(run, second, cfg).entropy_diff < 1e-5
 
 
