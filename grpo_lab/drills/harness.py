@@ -267,7 +267,7 @@ def as_answer(out, *, returns: str = "the array"):
             if name is None:
                 kind = "a generator" if hasattr(out, "__next__") else f"dtype {arr.dtype}"
                 return None, f"returned {kind}, expected a float array ({returns})"
-    except Exception as exc:  # noqa: BLE001 - ragged lists, exotic objects
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - ragged lists, exotic objects
         return None, f"returned {_type_name(out)} that is not an array ({text_of(exc)})"
     if name == "float128" or name == "longdouble":
         name = "float64"
@@ -292,11 +292,8 @@ def call(fn, *args, where: str, shape=None, shape_hint: str = "", dtype=np.float
     if keep is not None:
         keep.append(out)
     answer = None
-    if problem is None:                    # reading it runs the reader's code too (__array__)
-        read, exc = in_thread(lambda: as_answer(out, returns=returns))
-        answer, problem = read if exc is None else (None, (
-            f"returned {_type_name(out)} that could not be read as an array "
-            f"({'it did not finish' if exc is TIMED_OUT else exception_text(exc)})"))
+    if problem is None:
+        answer, problem = as_answer(out, returns=returns)
         answer = answer and Answer(answer.values, answer.dtype, out, tuple(given))
     if problem is not None:
         if problem.startswith("raised") and ("broadcast" in problem

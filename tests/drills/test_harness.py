@@ -252,8 +252,7 @@ def test_an_exception_whose_text_never_ends_is_cut_off(monkeypatch):
 @pytest.mark.parametrize("out, words", [
     (_BadArray(), "returned _BadArray that is not an array (<a _BadStr whose str() raised "
                   "RuntimeError>)"),
-    (_ExitingArray(), "returned _ExitingArray that could not be read as an array (SystemExit: "
-                      "3)"),
+    (_ExitingArray(), "returned _ExitingArray that is not an array (3)"),   # sys.exit(3)
 ])
 def test_an_output_whose_reading_fails_is_still_a_verdict(out, words):
     _, problem = call(lambda x: out, [1.0], where="a batch")
