@@ -71,8 +71,8 @@ def _probe_folder(folder):
 def _probe_file(path):
     """Open ``path`` for writing without changing it (an existing file is not truncated; a new
     one is created and removed); the OSError if that fails."""
-    if os.path.exists(path):
-        os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+    if os.path.exists(path):            # O_NONBLOCK: a pipe with no reader says so at once
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
     else:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(path)
@@ -114,8 +114,8 @@ is a command to the kernel), got '/proc/run.json'"
     if os.path.islink(path) and not os.path.exists(path):
         return (f"expected a path that exists or can be created, got {path!r}, a symbolic "
                 f"link to {os.readlink(path)!r}, which does not exist")
-    real = os.path.realpath(path)
-    if any(real == root or real.startswith(root + "/") for root in VIRTUAL_ROOTS):
+    named = os.path.abspath(path)       # as named: /dev/stdout resolves into /proc, and works
+    if any(named == root or named.startswith(root + "/") for root in VIRTUAL_ROOTS):
         return (f"expected a path outside /proc and /sys (the kernel's virtual file systems, "
                 f"where a write is a command to the kernel), got {path!r}")
     try:

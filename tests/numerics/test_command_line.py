@@ -94,3 +94,12 @@ def test_max_threads_is_a_few_per_cpu():
 def test_echo_writes_to_stdout_by_default(capsys):
     echo("a", 1, sep="-")
     assert capsys.readouterr().out == "a-1\n"
+
+
+def test_a_device_passes_and_a_pipe_without_a_reader_is_named_at_once(tmp_path):
+    """/dev/stdout resolves into /proc but is named outside it: the JSON goes to the
+    terminal. A FIFO nobody reads would block the probe forever; it is refused at once."""
+    assert check_out_path("/dev/null") is None and check_out_path("/dev/stdout") is None
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert check_out_path(str(fifo)) == f"cannot write to {str(fifo)!r}: No such device or address"
