@@ -202,7 +202,8 @@ def sample(model, prompt_ids, prompt_mask, *, max_new_tokens: int, temperature: 
     at the drawn token, the distribution the loss must score (TRL divides by the same
     temperature when it recomputes log-probs). The pad and eos ids are the model's generation
     config's (:func:`grpo_lab.hf.build_model` sets them). ``seed`` makes the draw repeatable
-    without moving the caller's random state.
+    without moving the caller's random state. The prompts must be on the model's device
+    (:func:`encode_prompts` makes CPU tensors: ``.to(model.device)``).
 
     ``generate`` reads the prompt once and then each new token once (its KV cache); its
     numbers are the sampler's, computed along a different path from the trainer's full forward,

@@ -171,6 +171,7 @@ def grpo_step(model, optimizer, tokenizer, terms, config: StepConfig, *, ref_mod
     B, G, tau = len(terms), cfg.group_size, cfg.temperature
     # 1-2: prompts, sampling (eval mode: the sampler is not the training forward)
     ids, pmask = encode_prompts(tokenizer, [prompt_messages(t) for t in terms], repeat=G)
+    ids, pmask = ids.to(model.device), pmask.to(model.device)                # (N, P)
     model.eval()
     batch = sample(model, ids, pmask, max_new_tokens=cfg.max_new_tokens, temperature=tau,
                    seed=seed)
@@ -179,7 +180,7 @@ def grpo_step(model, optimizer, tokenizer, terms, config: StepConfig, *, ref_mod
     texts = tokenizer.batch_decode(batch.completion_ids, skip_special_tokens=True)
     answers = [sum(t) for t in terms for _ in range(G)]                       # (N,)
     rewards = torch.tensor(addition_rewards(texts, answers, format_weight=cfg.format_weight),
-                           dtype=torch.float32).view(B, G)                    # (B, G)
+                           dtype=torch.float32, device=model.device).view(B, G)   # (B, G)
     adv = glt.group_advantages(rewards, **cfg.advantages).reshape(-1)         # (N,)
     # 4: old_logp only when it differs from logp.detach(), ref_logp only with a KL term
     old = None
@@ -230,7 +231,7 @@ def _metrics(rewards, batch, diags, entropies, loss, grad_norm, old):
         vals = [(d[key], c) for d, c in diags if d[key] is not None]
         return sum(v * c for v, c in vals) / n if vals else 0.0
 
-    std = rewards.std(dim=1)                                                   # (B,) Bessel
+    std = rewards.std(dim=1).cpu()                                             # (B,) Bessel
     out = {
         "reward": float(rewards.mean()),
         "reward_std": float(rewards.std()),

@@ -83,6 +83,8 @@ def warm_start(model, tokenizer, task, *, steps: int = 60, batch_size: int = 64,
         rows = [tokenizer(format_text(a), add_special_tokens=False)["input_ids"]
                 + [tokenizer.eos_token_id] for a in targets]
         completion_ids, completion_mask = _right_pad(rows, tokenizer.pad_token_id)  # (B, T)
+        prompt_ids, prompt_mask, completion_ids, completion_mask = (
+            t.to(model.device) for t in (prompt_ids, prompt_mask, completion_ids, completion_mask))
         logp = completion_logprobs(model, torch.cat([prompt_ids, completion_ids], 1),
                                    torch.cat([prompt_mask, completion_mask], 1),
                                    completion_ids.shape[1])                          # (B, T)
