@@ -4,6 +4,9 @@ existing file, and a name that is not UTF-8 prints as escapes on any stream."""
 
 import io
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +106,23 @@ def test_a_device_passes_and_a_pipe_without_a_reader_is_named_at_once(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     assert check_out_path(str(fifo)) == f"cannot write to {str(fifo)!r}: No such device or address"
+
+
+@pytest.mark.parametrize("command", ["grpo_lab.train", "grpo_lab.bench", "grpo_lab.sweep"])
+def test_every_command_helps_and_refuses_on_an_ascii_stream(command, tmp_path):
+    """The sweep over the commands: --help, and a refused --out that is not UTF-8, print on
+    a strict ASCII stream (the finished runs' own lines: tests/rl/test_cli.py, test_bench)."""
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONIOENCODING="ascii",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    helped = subprocess.run([sys.executable, "-m", command, "--help"], env=env,
+                            capture_output=True, timeout=120)
+    assert helped.returncode == 0 and b"--out" in helped.stdout, helped.stderr[-2000:]
+    latin1 = os.fsencode(tmp_path) + b"/caf\xe9"                    # a file, not UTF-8
+    with open(latin1, "w") as f:
+        f.write("a file, not a folder")
+    refused = subprocess.run([sys.executable, "-m", command, b"--out=" + latin1 + b"/x"],
+                             env=env, capture_output=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert b"error: argument --out: " in refused.stderr or b"error: --out: " in refused.stderr
+    assert b"caf\\udce9" in refused.stderr and b"Traceback" not in refused.stderr
