@@ -20,6 +20,11 @@ The folders show the layers; each imports only from the ones above it in this li
 Where each name is taught:
 
 ==============================  ==========================================================
+``gl.paper``                    every chapter: each formula as the paper writes it, plain
+                                NumPy in the paper's notation, <= 10 lines, no guard, shown
+                                before the hardened function (``gl.paper.group_advantages``,
+                                ``.gae``, ``.clipped_surrogate_loss``, ``.aggregate_grpo``,
+                                ``.grpo_loss``, ``.kl_k3``, ``.log_softmax``, ...)
 ``gl.group_advantages``         chapter 1, group-relative advantages
 ``gl.centred_deviations``       chapter 1, r - mean(r) about the first reward: exact 0s
 ``gl.std_from_deviations``      chapter 1, the std from deviations (population or Bessel)
@@ -64,6 +69,12 @@ Where each name is taught:
 ``gl.train``                    chapter 6, the GRPO loop; ``python -m grpo_lab.train``
 ``gl.sweep``                    chapter 6, the default run over seeds, threads and CPU code
                                 paths, each in a fresh process; ``python -m grpo_lab.sweep``
+``gl.hf``                       chapter 6b, the GRPO step on a Hugging Face causal LM (built in
+                                code: shift, completion mask, entropy, reference, IS
+                                corrections, micro-batches) and TRL's GRPOTrainer cross-checked
+                                against it; ``python -m grpo_lab.hf``
+``gl.math_verifier``            chapter 6b, a math-verify reward (``\\boxed{}``, equivalence)
+                                beside chapter 5's strict verifier
 ``gl.group_advantages_fast``    chapter 7, the blocked fast path, equal to the reference
 ``gl.bench``                    chapter 7, ``python -m grpo_lab.bench``: each vs a memory copy
 ``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic
