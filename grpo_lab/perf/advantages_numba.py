@@ -76,7 +76,15 @@ BLOCKED_MAX_G = 128
 
 
 def one_pass_rows(r, out, s, eps_s, inv_g, inv_n, c, none, t, limit):
-    """The row loop (compiled by :func:`kernel_or_none`): ``out[b] = A`` of row b, for every b.
+    r"""The row loop (compiled by :func:`kernel_or_none`): ``out[b] = A`` of row b, for every b.
+
+    .. math::
+
+        A_{b,j} = c\,\frac{x_{b,j} - \bar x_b}{\operatorname{std}(x_b) + \varepsilon s},
+        \qquad x_{b,j} = (r_{b,j} - r_{b,0})\, s
+
+    the reference's formula (``gl.paper.group_advantages``, chapter 1) on the row shifted by its
+    first value and scaled by ``s = 2**-k``. Called with keywords (:func:`advantages_one_pass`).
 
     ========  ========  =====================================================================
     Symbol    Shape     Meaning
@@ -127,8 +135,13 @@ def one_pass_rows(r, out, s, eps_s, inv_g, inv_n, c, none, t, limit):
 
 
 def float32_rows(r, out, eps, inv_g, inv_n, c):
-    """:func:`one_pass_rows` for float32 rewards and ``scale="group"``: one loop for the sums,
+    r""":func:`one_pass_rows` for float32 rewards and ``scale="group"``: one loop for the sums,
     and :data:`ROWS` rows at a time.
+
+    .. math::
+
+        A_{b,j} = c\,\frac{r_{b,j} - \bar r_b}{\sqrt{(\sum_j d_{b,j}^2 - \bar d_b \sum_j d_{b,j})
+        / (G - \text{ddof})} + \varepsilon}, \qquad d_{b,j} = r_{b,j} - r_{b,0}
 
     ========  ========  =====================================================================
     Symbol    Shape     Meaning
@@ -240,7 +253,7 @@ def advantages_one_pass(arr, out, eps, scale, ddof, c):
     G = arr.shape[1]
     inv_g, inv_n = 1.0 / G, 1.0 / (G - ddof)      # computed here: see the module docstring
     if arr.dtype == np.float32 and scale == "group" and G <= FLOAT32_MAX_G:
-        bad = kernels[1](arr, out, float(eps), inv_g, inv_n, c)
+        bad = kernels[1](r=arr, out=out, eps=float(eps), inv_g=inv_g, inv_n=inv_n, c=c)
         return out if bad < 0 else None
     k = 0
     if arr.dtype == np.float64:                            # the reference's power of two
@@ -252,6 +265,7 @@ def advantages_one_pass(arr, out, eps, scale, ddof, c):
             return None
     with np.errstate(under="ignore"):
         eps_s = float(np.ldexp(eps, -k))                   # eps in the rescaled units
-    bad = kernels[0](arr, out, math.ldexp(1.0, -k), eps_s, inv_g, inv_n, c, scale == "none",
-                     math.ldexp(1.0, k), float(np.finfo(out.dtype).max))
+    bad = kernels[0](r=arr, out=out, s=math.ldexp(1.0, -k), eps_s=eps_s, inv_g=inv_g,
+                     inv_n=inv_n, c=c, none=scale == "none", t=math.ldexp(1.0, k),
+                     limit=float(np.finfo(out.dtype).max))
     return out if bad < 0 else None

@@ -113,8 +113,8 @@ def test_the_kernel_choice_follows_dtype_scale_and_group_size(monkeypatch):
     calls = []
     one_pass, float32 = numba_module.kernel_or_none()
     monkeypatch.setattr(numba_module, "_KERNEL", [(
-        lambda *a: calls.append("one_pass_rows") or one_pass(*a),
-        lambda *a: calls.append("float32_rows") or float32(*a))])
+        lambda *a, **kw: calls.append("one_pass_rows") or one_pass(*a, **kw),
+        lambda *a, **kw: calls.append("float32_rows") or float32(*a, **kw))])
     cases = [((4, 8), np.float32, "group", "float32_rows"),
              ((2, 4097), np.float32, "group", "one_pass_rows"),
              ((4, 8), np.float32, "none", "one_pass_rows"),
