@@ -3,7 +3,8 @@ bfloat16 arrays *in their own dtype*, and say what goes wrong, and why.
 
 * ``check_log_softmax(fn)``: ``fn(logits) -> logp`` over the last axis. The statement: shift by
   the row max, accumulate in float32 or wider, return float32 or wider, accurate to 1e-3 nats
-  on 32000 bfloat16 logits. Other cases are graded to the answer's own precision.
+  on 32000 bfloat16 logits. Every answer is graded at float32, the statement's floor (a float64
+  answer too); rows far apart tell a batch-wide shift from each row's own.
 * ``check_sequence_logprob_sum(fn)``: ``fn(logp, mask) -> (N,)``. The statement fixes the
   accumulator: float32 or wider. So every answer is allowed what a float32 running sum of n
   terms makes in practice, ``8 sqrt(n) u32 sum|x|`` (its rounding errors add like a random
@@ -46,6 +47,9 @@ def _ls_cases():
             ("float32 logits of +-1000", np.array([[1000.0, 0.0, -1000.0, 999.0]], np.float32),
              0.0),
             ("float32 logits of shape (3, 7)", rng.normal(size=(3, 7)).astype(np.float32), 0.0),
+            ("float32 rows 300 apart (each row needs its own max)",
+             np.array([[0.0, 1.0, 2.0], [-300.0, -299.0, -298.0]], np.float32), 0.0),
+            ("float64 rows 1000 apart", np.array([[5.0, 3.0], [-995.0, -997.0]]), 0.0),
             ("float64 logits of shape (2, 3, 5)", rng.normal(size=(2, 3, 5)), 0.0),
             ("one logit per row", np.array([[3.0], [-2.0]], dtype=F16), 0.0)]
     for where, z, atol in rows:
@@ -83,16 +87,42 @@ def _ls_mistakes():
     ]
 
 
+_TINY_LOG = {"float64": -708.4, "float32": -87.3}    # log of the smallest normal number
+_EXP_MAX = {"float64": 709.8, "float32": 88.7, "bfloat16": 88.7, "float16": 11.1}
+
+
 def _finite(case, answer):
-    if np.isfinite(answer.values).all():
+    """A non-finite entry, said from what it is: +inf (a row's sum of exponentials underflowed
+    to 0), -inf where the exact log-prob is below log(smallest float) (the log of an
+    underflowed probability), a row whose largest logit overflowed exp itself."""
+    bad = ~np.isfinite(answer.values)
+    if not bad.any():
         return None
-    i = tuple(int(j) for j in np.argwhere(~np.isfinite(answer.values))[0])
-    z = case.inputs["logits"]
-    return (f"on {case.where} entry {list(i)} is {answer.values[i]}, in a row whose largest "
-            f"logit is {full(z[i[:-1]].max(), str(z.dtype))}: exp of a logit that large "
-            f"overflows ({z.dtype} and "
-            "float32 stop near exp(88), float16 at exp(11), float64 at exp(709)). Subtract "
-            "the row max before exp: every exp is then at most 1")
+    i = tuple(int(j) for j in np.argwhere(bad)[0])
+    z, got, want = case.inputs["logits"], answer.values[i], case.expected[i]
+    row_max = z[i[:-1]].astype(np.float64).max()
+    text = (f"on {case.where} entry {list(i)} is {got}, expected {full(want)}, in a row whose "
+            f"largest logit is {full(row_max, str(z.dtype))}")
+    wide = "float64" if answer.dtype == "float64" else "float32"
+    if got == np.inf:
+        return text + (": +inf is what subtracting log(0) gives: the sum of exp(z - m) over "
+                       "this row came out 0, every exp underflowed, so the shift m was far "
+                       "above this row's own max (the batch's max?). Shift each row by its own "
+                       "max, z.max(axis=-1, keepdims=True)")
+    top = int(np.argmax(z[i[:-1]].astype(np.float64)))               # the row's max logit
+    limit = min(_EXP_MAX.get(str(z.dtype), 709.8), _EXP_MAX[wide])
+    if row_max > limit and not np.isfinite(answer.values[i[:-1]][top]):
+        return text + (f": even the row's largest logit gives {answer.values[i[:-1]][top]}, "
+                       f"so exp of a logit that large overflowed ({z.dtype} and float32 stop "
+                       "near exp(88), float16 at exp(11), float64 at exp(709)), and inf - inf "
+                       "or log(inf) followed. Subtract the row max before exp: every exp is "
+                       "then at most 1")
+    if got == -np.inf and want < _TINY_LOG[wide]:
+        return text + (f": its probability, exp({want:.4g}), is below the smallest {wide} "
+                       "(about 1e-38 in float32, 1e-308 in float64), so it rounds to 0 and its "
+                       "log is -inf. Never take the log of a probability: compute "
+                       "z - m - log(sum(exp(z - m))) directly")
+    return text + ": the exact log-probs of this row are all finite"
 
 
 def check_log_softmax(fn, *, verbose=True) -> bool:
@@ -104,12 +134,13 @@ def check_log_softmax(fn, *, verbose=True) -> bool:
     """
     say = verdict(verbose, fn)
     return check_cases(fn, list(_ls_cases()), say, mistakes=_ls_mistakes(), extra=_finite,
-                       dtype=None, returns="the log-probs array",
+                       fixed="float32", dtype=None, returns="the log-probs array",
                        shape_hint="; log-probs have the logits' shape",
                        signature="my_log_softmax(logits)",
                        passed="worked example, float16 past exp's range, 32000 bfloat16 "
-                              "logits, bfloat16 spread over +-150, float32 at +-1000, and "
-                              "float32 / float64 batches are all right")
+                              "logits, bfloat16 spread over +-150, float32 at +-1000, rows "
+                              "300 and 1000 apart, and float32 / float64 batches are all "
+                              "right")
 
 
 # --- sequence log-prob sums ---------------------------------------------------------------------
@@ -164,14 +195,34 @@ def _sum_mistakes():
 
 
 def _finite_sum(case, answer):
-    if np.isfinite(answer.values).all():
+    """A non-finite sum, said from what it is: beyond the input dtype's range (a sum kept in
+    that dtype) only when the exact sum is; else -inf as the log of an underflowed product, or
+    NaN (a product of inf and 0: the padding multiplied in)."""
+    bad = ~np.isfinite(answer.values)
+    if not bad.any():
         return None
-    i = int(np.argwhere(~np.isfinite(answer.values))[0, 0])
-    d = case.inputs["logp"].dtype
-    return (f"on {case.where} sum {i} is {answer.values[i]}, expected {full(case.expected[i])}: "
-            f"the sum is beyond {d}'s range (float16 stops at 65504), so it was accumulated "
-            f"in {d}, or the padding was multiplied in. Accumulate in float32 or float64, "
-            "padding set to 0")
+    i = int(np.argwhere(bad)[0, 0])
+    logp, mask = case.inputs["logp"], case.inputs["mask"]
+    d, got, want = logp.dtype, answer.values[i], case.expected[i]
+    top = 3.39e38 if d == BF16 else float(np.finfo(d).max)           # the dtype's largest
+    text = f"on {case.where} sum {i} is {got}, expected {full(want)}"
+    if abs(want) > top:
+        return text + (f": that sum is beyond {d}'s range ({d} stops at {top:.5g}), so a "
+                       f"running sum kept in {d} overflows there. Accumulate in float32 or "
+                       "float64")
+    padded = float(logp[i].astype(np.float64).sum())
+    if not mask[i].all() and abs(padded) > top:
+        return text + (f": with the padding ({full(logp[i][~mask[i]][0], str(d))}) counted, "
+                       f"the sum is {padded:.6g}, beyond {d}'s range ({top:.5g}). Leave the "
+                       "padding out (np.where(mask, logp, 0)) and accumulate in float32 or "
+                       "float64")
+    if got == -np.inf:
+        return text + (f": -inf is the log of 0, and exp({want:.6g}) is 0 in every float (the "
+                       "smallest float64 is about exp(-745)): was a product of probabilities "
+                       "(or exp of the sum) taken before the log? Sum the log-probs")
+    return text + (": a sum of finite log-probs is finite; a NaN comes from inf - inf or "
+                   "0 * inf (padding multiplied by the mask?). Set the padding to 0 with "
+                   "np.where(mask, logp, 0) and sum in float32 or float64")
 
 
 def check_sequence_logprob_sum(fn, *, verbose=True) -> bool:

@@ -13,13 +13,77 @@ its own (the drills want float32 or wider).
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import warnings
+
 import numpy as np
 
 from grpo_lab.drills.cases import (SCALAR_TYPE, UNIT_ROUNDOFF, Case, close, full, grade_dtype,
                                    tolerance)
 from grpo_lab.drills.harness import Answer, call
 
-__all__ = ["check_cases", "matching_mistakes", "precision_note", "wide_enough"]
+__all__ = ["broadcast_note", "check_cases", "matching_mistakes", "precision_note",
+           "warm_up_package", "wide_enough"]
+
+_WARM = []               # one entry once the package's Numba kernels are compiled
+
+
+def warm_up_package() -> None:
+    """Compile the package's Numba kernels (``gl.group_advantages_fast``, about 2 s on a cold
+    call) before a checker times the reader, so that an answer calling them is not charged for
+    the package's own compilation. Once per process; nothing without Numba."""
+    if _WARM or importlib.util.find_spec("numba") is None:
+        return
+    _WARM.append(True)
+    from grpo_lab.perf.advantages_fast import group_advantages_fast
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        for dtype in (np.float32, np.float64):
+            group_advantages_fast(np.zeros((2, 3), dtype))
+
+
+def _shape(x) -> tuple:
+    return tuple(int(n) for n in getattr(x, "shape", ()))
+
+
+def broadcast_note(problem: str, case: Case, hint: str) -> str:
+    """What an exception about broadcasting shows, from the sizes it names: ``hint`` (a per-row
+    quantity of shape (N,) against (N, T), or one reduced over the wrong axis, (T,)) only when
+    N and T of the first 2-D input (N != T) are its sizes; a size that no input has, as a
+    hard-coded length; else nothing.
+
+    >>> c = Case("x", (np.zeros((3, 5)),), np.zeros((3, 5)))
+    >>> broadcast_note("shapes (3,5) (3,) ", c, " (keepdims)")
+    ' (keepdims)'
+    >>> broadcast_note("shapes (3,5) (4,) ", c, " (keepdims)")  # doctest: +NORMALIZE_WHITESPACE
+    " (the sizes it names, (3, 5) and (4,), include 4, which no input has: the inputs' shapes
+    are (3, 5); is a length hard-coded? Take it from the input's shape)"
+    """
+    first = next((_shape(x) for x in case.args if len(_shape(x)) >= 2), None)
+    dims = {n for x in case.args for n in _shape(x)}
+    torch_sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b "
+                            r"\((\d+)\)", problem)
+    if torch_sizes:
+        sizes = [(int(torch_sizes[1]),), (int(torch_sizes[2]),)]
+        fits = (first is not None and first[0] != first[-1]
+                and {s[0] for s in sizes} == {first[0], first[-1]})
+    else:
+        found = problem.split("shapes", 1)[1] if "shapes" in problem else ""
+        sizes = [tuple(int(n) for n in re.findall(r"\d+", s))
+                 for s in re.findall(r"\(([\d,\s]*)\)", found)]
+        fits = (first is not None and first[0] != first[-1] and any(len(s) == 1 for s in sizes)
+                and {n for s in sizes for n in s} - {1} == {first[0], first[-1]})
+    if fits:
+        return hint
+    alien = sorted({n for s in sizes for n in s} - dims - {1})
+    if not alien:
+        return ""
+    shown = " and ".join(str(s) if len(s) != 1 else f"({s[0]},)" for s in sizes)
+    inputs = ", ".join(str(_shape(x)) for x in case.args if _shape(x))
+    return (f" (the sizes it names, {shown}, include {', '.join(map(str, alien))}, which no "
+            f"input has: the inputs' shapes are {inputs}; is a length hard-coded? Take it from "
+            "the input's shape)")
 
 
 def wide_enough(answer: Answer, case: Case) -> str | None:
@@ -126,12 +190,18 @@ def check_cases(fn, cases, say, *, passed, mistakes=(), fixed: str | None = None
     ``extra(case, answer) -> problem or None``: a further requirement of the statement (an
     exact zero, an output dtype). ``signature``: the drill's, quoted when a call fails on the
     arguments (a keyword the function does not take). ``call_options`` go to
-    :func:`harness.call` (``shape_hint``, ``returns``, ``broadcast_hint``, ``dtype``).
+    :func:`harness.call` (``shape_hint``, ``returns``, ``dtype``), except ``broadcast_hint``,
+    which follows an exception about broadcasting only when its sizes show that mistake
+    (:func:`broadcast_note`).
     """
     runs, failed, verdict_text = [], None, None
+    hint = call_options.pop("broadcast_hint", "")
     for case in cases:
         answer, problem = call(fn, *case.args, kwargs=case.kwargs, where=case.where,
                                shape=case.expected.shape, **call_options)
+        if problem is not None and " raised " in problem and (
+                "broadcast" in problem or "must match the size" in problem):
+            problem += broadcast_note(problem, case, hint)
         if problem is not None:
             if failed is None:
                 wrong_call = any(words in problem for words in (

@@ -65,8 +65,41 @@ def _ls_upcast_bf16_only(z):
     return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
+def _ls_float32_as_float64(z):
+    """Computed in float32, the floor the statement sets, handed back as float64."""
+    return _ls_right(z).astype(np.float64)
+
+
+def _ls_logsumexp_float32(z):
+    z = np.asarray(z).astype(np.float32)
+    return z - np.logaddexp.reduce(z, axis=-1, keepdims=True)        # float32 throughout
+
+
+def _ls_batch_max(z, dtype=np.float32):
+    """Shifted by the whole batch's max, not each row's: a row far below it underflows."""
+    z = np.asarray(z).astype(dtype)
+    z = z - z.max()
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _ls_log_of_softmax(z, dtype=np.float32):
+    """Shifted right, then the log of the probabilities: a tiny one rounds to 0, log 0 = -inf."""
+    z = np.asarray(z).astype(dtype)
+    e = np.exp(z - z.max(-1, keepdims=True))
+    with np.errstate(divide="ignore"):
+        return np.log(e / e.sum(-1, keepdims=True))
+
+
 _LOG_SOFTMAX = Drill("check_log_softmax", 4, rights=(
-    _ls_right, log_softmax, _ls_float64, _ls_torch, _ls_logaddexp, _ls_loops), wrongs=(
+    _ls_right, log_softmax, _ls_float64, _ls_torch, _ls_logaddexp, _ls_loops,
+    _ls_float32_as_float64, _ls_logsumexp_float32), wrongs=(
+    Wrong("the batch's max, in float32", _ls_batch_max, "the batch's max?"),
+    Wrong("the batch's max, in float64", lambda z: _ls_batch_max(z, np.float64),
+          "float64 rows 1000 apart entry [1, 0] is inf"),
+    Wrong("the log of the softmax, in float32", _ls_log_of_softmax,
+          "Never take the log of a probability"),
+    Wrong("the log of the softmax, in float64", lambda z: _ls_log_of_softmax(z, np.float64),
+          "is below the smallest float64"),
     Wrong("no max shift", lambda z: z - np.log(np.exp(z).sum(-1, keepdims=True)),
           "overflowed in float16"),
     Wrong("no max shift, in float32",
@@ -80,7 +113,7 @@ _LOG_SOFTMAX = Drill("check_log_softmax", 4, rights=(
                      - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
                      ).astype(np.float32), "float16 rounding"),
     Wrong("returns the input's dtype", lambda z: _ls_right(z).astype(z.dtype),
-          "float32 rounding"),
+          "returned float16 values"),
     Wrong("returns softmax", lambda z: np.exp(_ls_right(z)), "probabilities (softmax)"),
     Wrong("normalises over axis 0",
           lambda z: np.asarray(z, np.float64) - np.log(np.exp(np.asarray(z, np.float64))
@@ -135,6 +168,19 @@ def _sum_pairwise_bf16(logp, mask):
     return x[..., 0].astype(np.float32)
 
 
+def _sum_log_of_product(logp, mask):
+    """The sequence's probability, then its log: the product underflows to 0 on long text."""
+    p = np.where(mask, np.exp(np.asarray(logp).astype(np.float64)), 1.0)
+    with np.errstate(divide="ignore"):
+        return np.log(p.prod(-1))
+
+
+def _sum_exp_then_log(logp, mask):
+    total = np.where(mask, np.asarray(logp).astype(np.float64), 0.0).sum(-1)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(total))                              # exp(-82000) is 0
+
+
 _SEQUENCE_SUM = Drill("check_sequence_logprob_sum", 4, rights=(
     _sum_right,
     lambda logp, mask: (logp.astype(np.float32) * mask).sum(-1),
@@ -161,6 +207,9 @@ _SEQUENCE_SUM = Drill("check_sequence_logprob_sum", 4, rights=(
           "expected (2,): one sum per sequence"),
     Wrong("float16 accumulation only", _sum_low_for_float16, "overflowed in float16"),
     Wrong("returns strings", lambda logp, mask: np.array(["a", "b"]), "expected a float array"),
+    Wrong("the log of the product of probabilities", _sum_log_of_product,
+          "was a product of probabilities"),
+    Wrong("exp of the sum, then its log", _sum_exp_then_log, "was a product of probabilities"),
 ))
 
 
