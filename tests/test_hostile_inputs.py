@@ -513,3 +513,126 @@ def _numbers(x):
     if isinstance(x, tuple):
         return [a for item in x for a in _numbers(item)]
     return [] if x is None else [np.asarray(x, dtype=np.float64)]
+
+
+# --- issue 24: ints too large for a float, and reductions that overflow by their order ---------
+
+HUGE_INTS = {"10**400": 10**400, "-10**400": -10**400}
+_HUGE_CASES = (
+    [(f"gl.{name}", fn, valid, p) for name, (fn, valid, args) in API.items()
+     for p in __import__("inspect").signature(fn).parameters if p not in args and p != "estimator"]
+    + [(f"glt.{name}", fn, valid, p) for name, (fn, valid, args) in TORCH_API.items()
+       for p in __import__("inspect").signature(fn).parameters if p not in args]
+    + [("TrainConfig", gl.train.TrainConfig, {}, f.name)
+       for f in __import__("dataclasses").fields(gl.train.TrainConfig) if f.type in ("int", "float")]
+    + [("sample_rewards", gl.group_stats.sample_rewards, dict(n_groups=2, G=4), p)
+       for p in ("n_groups", "G", "pass_rate", "spread", "seed")]
+    + [("group_noise", gl.group_stats.group_noise, dict(G=4, n_groups=10), p)
+       for p in ("G", "pass_rate", "spread", "ddof", "n_groups", "seed")]
+    + [("training_memory", gl.training_memory, dict(method="grpo", n_params=10), "n_params")]
+    + [(f"seeded[{i}]", make, None, "seed") for i, make in enumerate(SEEDED)])
+HUGE_CASES = [(label, fn, valid, p, kind) for label, fn, valid, p in _HUGE_CASES for kind in HUGE_INTS]
+
+
+@pytest.mark.parametrize("label, fn, valid, option, kind", HUGE_CASES,
+                         ids=[f"{c[0]}-{c[3]}-{c[4]}" for c in HUGE_CASES])
+def test_an_int_too_large_for_a_float_is_refused_by_name(label, fn, valid, option, kind):
+    """10**400 as beta, eps, kl_clamp, max_len or any other option: a ValueError (a TypeError
+    where only a bool or a name is meant) naming the option, never an unnamed OverflowError."""
+    value = HUGE_INTS[kind]
+    with pytest.raises((TypeError, ValueError)) as info:
+        fn(value) if valid is None else fn(**{**valid, option: value})
+    assert _names(str(info.value), [option]), f"{label}({option}={kind}): {str(info.value)[:200]}"
+
+
+@pytest.mark.parametrize("call, option", [
+    (lambda v: gl.grpo_loss(L, OLD, REF, np.array([1.0, -1.0]), MASK, beta=v), "beta"),
+    (lambda v: gl.group_advantages(R23, eps=v), "eps"),
+    (lambda v: gl.grpo_loss(L, OLD, REF, np.array([1.0, -1.0]), MASK, kl_clamp=v), "kl_clamp"),
+    (lambda v: gl.grpo_loss(L, OLD, REF, np.array([1.0, -1.0]), MASK, agg="dr_grpo", max_len=v),
+     "max_len"),
+    (lambda v: glt.grpo_loss(_t(L), _t(OLD), _t(REF), _t([1.0, -1.0]), _t(MASK), agg="dr_grpo",
+                             max_len=v), "max_len"),
+])
+def test_the_issues_huge_ints_are_value_errors(call, option):
+    with pytest.raises(ValueError, match=rf"^{option}: expected .*got an integer of about 401 digits"):
+        call(10**400)
+
+
+def test_weighted_sum_of_finite_rewards_is_the_sum_whenever_it_fits():
+    """2 * 1e308 - 1 * 1e308 = 1e308 fits; summing the products as they come gave inf."""
+    rewards = np.full((2, 1, 2), 1e308)                             # (K, B, G)
+    assert gl.weighted_sum(rewards, [2.0, -1.0]).tolist() == [[1e308, 1e308]]
+    assert gl.weighted_sum(np.stack([R23, R23]), [1e308, -1e308]).tolist() == [[0.0] * 3] * 2
+    with pytest.raises(ValueError, match=r"^rewards, weights: expected weighted sums within "
+                                         r"float64's range, got one past 1.8e308"):
+        gl.weighted_sum(rewards, [1.0, 1.0])                       # 2e308: no float holds it
+
+
+def test_normalise_then_sum_with_huge_weights_is_right_or_names_the_weights():
+    """Only the weights' ratios matter once batch=True rescales: weights of 1e308 give the answer
+    of weights of 1 (they overflowed, and the message blamed `rewards`); batch=False names them."""
+    rewards = np.stack([R23, R23[:, ::-1] * 3])                    # (K, B, G) = (2, 2, 3)
+    huge = gl.normalise_then_sum(rewards, [1e308, 1e308], eps=0.0)
+    np.testing.assert_allclose(huge, gl.normalise_then_sum(rewards, [1.0, 1.0], eps=0.0),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gl.normalise_then_sum(rewards, [4e307, 4e307], batch=False),
+                               gl.normalise_then_sum(rewards, [1.0, 1.0], batch=False) * 4e307,
+                               rtol=1e-12)                         # fits: |A1 + A2| <= 2 sqrt(3)
+    with pytest.raises(ValueError, match=r"^weights: expected weights whose sum of group-"):
+        gl.normalise_then_sum(rewards, [1.7e308, 1.7e308], batch=False)
+
+
+@pytest.mark.parametrize("dtype, big", [(torch.float64, 1.5e308), (torch.float32, 3e38)])
+def test_the_torch_mirror_returns_a_loss_that_fits_as_numpy_does(dtype, big):
+    """Every token's loss is `big`, so the loss is `big`: summing a row of them before weighing
+    it overflowed to inf, and the mirror refused a loss NumPy returns."""
+    lt = torch.full((2, 3), big, dtype=dtype)
+    mask = torch.tensor(MASK)
+    for mode in ("grpo", "dapo", "dr_grpo"):
+        got = glt.aggregate_loss(lt, mask, mode)
+        expected = gl.aggregate_loss(lt.numpy(), MASK, mode)
+        assert got.dtype == dtype and float(got) == pytest.approx(float(expected), rel=1e-6)
+    adv = torch.full((2,), -big / 2, dtype=dtype)                  # -A r = big / 2 at r = 1
+    logp = torch.zeros(2, 3, dtype=dtype, requires_grad=True)
+    loss, _ = glt.grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, agg="dapo")
+    np_loss, _ = gl.grpo_loss(np.zeros((2, 3)), np.zeros((2, 3)), None, adv.double().numpy(), MASK,
+                              beta=0.0, agg="dapo")
+    assert float(loss.detach()) == pytest.approx(float(np_loss), rel=1e-6)
+    loss.backward()
+    assert torch.isfinite(logp.grad).all()
+
+
+def test_surrogate_from_ratio_warns_no_more_at_huge_advantages():
+    """|A| near 1e300 with a ratio of e^20: the clipped side is right and quiet; where -A r
+    itself passes float64 it is refused by name (no RuntimeWarning, no silent inf)."""
+    ratio = np.array([[np.exp(20.0), 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = gl.surrogate_from_ratio(ratio, np.array([[1e300, 1e300]]))   # A > 0: clipped
+        assert got.tolist() == [[-1.2e300, -1e300]]
+        assert np.isfinite(gl.surrogate_from_ratio(ratio, np.array([[-1e300, -1e300]]),
+                                                   dual_clip=3.0)).all()
+        with pytest.raises(ValueError, match=r"^ratio, adv: expected a per-token loss -A r "
+                                             r"within float64's range"):
+            gl.surrogate_from_ratio(ratio, np.array([[-1e300, -1e300]]))
+        with pytest.raises(ValueError, match=r"^logp, old_logp, adv: the per-token losses"):
+            gl.clipped_surrogate_loss([[20.0]], [[0.0]], [-1e300])
+
+
+@pytest.mark.parametrize("kl", ["k1", "k3", "k3+"])
+def test_kl_grad_logp_computes_only_the_estimator_asked_for(kl):
+    """A log-ratio of 1e200: k2's square (5e399) overflows; asking for k1 or k3 with a clamp
+    computed it anyway, and its RuntimeWarning escaped."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grad = gl.kl_grad_logp([1e200, 0.5], [0.0, 0.0], kl, clamp=10.0)
+    expected = {"k1": [0.0, 1.0], "k3": [0.0, 1 - np.exp(-0.5)], "k3+": [1e200, 0.5]}[kl]
+    np.testing.assert_allclose(grad, expected, rtol=1e-15)
+
+
+def test_kl_shaped_rewards_sums_estimates_that_fit_without_overflow():
+    """Two tokens of k1 = 1e308 each, beta = 1e-3: the penalty 2e305 fits, the plain sum did not."""
+    old = np.array([[1e308, 1e308], [0.0, 0.0]])
+    got = gl.kl_shaped_rewards([[1.0, 0.0]], old, np.zeros((2, 2)), np.ones((2, 2)), beta=1e-3)
+    np.testing.assert_allclose(got, [[1.0 - 2e305, 0.0]], rtol=1e-15)

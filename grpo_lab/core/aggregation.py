@@ -15,7 +15,7 @@ import numpy as np
 
 from grpo_lab.numerics.dtypes import cast_result, working_dtype
 from grpo_lab.numerics.validate import (as_float_array, as_mask, check_choice, check_int,
-                                        describe, valid_lengths)
+                                        describe, scalar_text, valid_lengths)
 
 __all__ = ["AGGREGATIONS", "aggregate_loss", "aggregation_weights", "aggregation_weights_math",
            "check_aggregate_loss_arguments", "check_aggregation_options",
@@ -37,7 +37,7 @@ def check_max_len(max_len, mode, T):
     default under ``dr_grpo``, and None under every other mode."""
     if max_len is not None and mode != "dr_grpo":
         raise ValueError(f"max_len: expected None with mode {mode!r} (only 'dr_grpo' divides by "
-                         f"it), got {max_len!r}")
+                         f"it), got {scalar_text(max_len) if isinstance(max_len, int) else repr(max_len)}")
     if mode == "dr_grpo":
         max_len = T if max_len is None else check_int(
             "max_len", max_len, minimum=T, why=f" (at least T = {T}, the padded length)")

@@ -29,7 +29,7 @@ from grpo_lab.numerics.dtypes import (cast_result, common_dtype, count_non_finit
 __all__ = ["INT_RANGE", "as_array", "as_counts", "as_float_array", "as_mask", "cast_result",
            "check_block_input", "check_choice", "check_finite", "first_non_finite", "check_int", "check_real",
            "check_shape", "common_dtype", "describe", "is_float_dtype", "is_tensor",
-           "same_device", "valid_lengths", "working_dtype"]
+           "same_device", "scalar_text", "valid_lengths", "working_dtype"]
 
 #: The integers an integer option may hold: those of int64, which NumPy and torch index with.
 INT_RANGE = (-2**63, 2**63 - 1)
@@ -40,9 +40,15 @@ def _torch():
     return sys.modules.get("torch")
 
 
-def _number(value) -> str:
+def _huge(value) -> bool:
+    """An integer too long to print whole in a message (10**400 has 401 digits)."""
+    return (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+            and abs(int(value)) >= 10**30)
+
+
+def scalar_text(value) -> str:
     """A scalar for a message; an integer too long to print whole is given by its size."""
-    if isinstance(value, numbers.Integral) and abs(int(value)) >= 10**30:
+    if _huge(value):
         return f"an integer of about {int(abs(int(value)).bit_length() * 0.30103) + 1} digits"
     return repr(value) if isinstance(value, numbers.Integral) else str(value)
 
@@ -55,8 +61,8 @@ def describe(x) -> str:
         return f"a {x.dim()}-D {x.dtype} tensor of shape {tuple(x.shape)} on {x.device}"
     if isinstance(x, (list, tuple)):
         return f"a {type(x).__name__} of length {len(x)}"
-    if isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_)):
-        return f"{type(x).__name__} {_number(x)}"
+    if _huge(x):
+        return scalar_text(x)
     return f"{type(x).__name__} {x!r}" if np.isscalar(x) or x is None else type(x).__name__
 
 
@@ -188,7 +194,7 @@ def check_real(name: str, value, *, minimum: float | None = None,
         value = float(value)
     except OverflowError:                                         # an int past float64's range
         raise ValueError(f"{name}: expected a finite number (at most 1.8e308 in magnitude), "
-                         f"got {_number(value)}") from None
+                         f"got {scalar_text(value)}") from None
     if not np.isfinite(value):
         raise ValueError(f"{name}: expected a finite number, got {value}")
     if minimum is not None:
@@ -213,10 +219,10 @@ def check_int(name: str, value, *, minimum: int | None = None,
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         lo = "-inf" if minimum is None else minimum
         hi = "inf" if maximum is None else maximum
-        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}]{why}, got {_number(value)}")
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}]{why}, got {scalar_text(value)}")
     if not INT_RANGE[0] <= value <= INT_RANGE[1]:
         raise ValueError(f"{name}: expected an integer that fits in int64, [-2**63, 2**63 - 1]"
-                         f"{why}, got {_number(value)}")
+                         f"{why}, got {scalar_text(value)}")
     return value
 
 
@@ -224,7 +230,8 @@ def check_choice(name: str, value, choices) -> str:
     """Validate a string option against its allowed values."""
     if not isinstance(value, str) or value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
+        shown = scalar_text(value) if _huge(value) else repr(value)
+        raise ValueError(f"{name}: expected one of {allowed}, got {shown}")
     return value
 
 
