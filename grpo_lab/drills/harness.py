@@ -138,15 +138,14 @@ def _type_name(obj) -> str:
         return "object"
 
 
-def text_of(obj, limit_s: float = 1.0) -> str:
-    """``str(obj)`` of an object the reader made, never raising or hanging: a ``__str__`` (or
-    the ``__repr__`` of an exception's arguments) that raises, returns a non-str or loops gives
-    a stand-in naming the class; a long text is cut to :data:`TEXT_LIMIT` characters."""
-    text, exc = in_thread(lambda: str(obj), limit_s)
-    if exc is not None or not isinstance(text, str):
-        what = ("did not finish" if exc is TIMED_OUT else
-                f"raised {_type_name(exc)}" if exc is not None else "returned no str")
-        return f"<a {_type_name(obj)} whose str() {what}>"
+def text_of(obj) -> str:
+    """``str(obj)`` of an object the reader made, never raising: a ``__str__`` (or the
+    ``__repr__`` of an exception's arguments) that raises or returns a non-str gives a stand-in
+    naming the class; a long text is cut to :data:`TEXT_LIMIT` characters."""
+    try:
+        text = str(obj)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the reader's __str__
+        return f"<a {_type_name(obj)} whose str() raised {_type_name(exc)}>"
     text = str.__str__(text)                          # a str subclass's own methods stay out
     return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + "..."
 

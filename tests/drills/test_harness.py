@@ -205,12 +205,6 @@ class _NotStr(Exception):
         return 42
 
 
-class _SlowStr(Exception):
-    def __str__(self):
-        while True:
-            pass
-
-
 class _BadArray:
     def __array__(self, dtype=None, copy=None):
         raise _BadStr()
@@ -239,14 +233,6 @@ def test_an_exception_whose_text_fails_is_still_a_verdict(exc, words):
     itself raised."""
     _, problem = call(_raise(exc), [1.0], where="a batch")
     assert problem == f"on a batch your function {words}"
-
-
-def test_an_exception_whose_text_never_ends_is_cut_off(monkeypatch):
-    t0 = time.perf_counter()
-    _, problem = call(_raise(_SlowStr()), [1.0], where="a batch")
-    assert problem == "on a batch your function raised _SlowStr: <a _SlowStr whose str() did " \
-                      "not finish>"
-    assert time.perf_counter() - t0 < 4
 
 
 @pytest.mark.parametrize("out, words", [
