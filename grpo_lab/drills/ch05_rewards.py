@@ -30,6 +30,20 @@ FORMAT_CASES = (
     ("whitespace around the completion",
      "\n<think>7 + 5 = 12</think><answer>12</answer>\n", 1.0,
      "strip the completion first: sampled text often starts or ends with a newline"),
+    ("a space between the blocks", "<think>7 + 5 = 12</think> <answer>12</answer>", 1.0,
+     "any whitespace may separate the blocks (\\s*), a space as well as a newline"),
+    ("two newlines between the blocks",
+     "<think>7 + 5 = 12</think>\n\n<answer>12</answer>", 1.0,
+     "any amount of whitespace may separate the blocks (\\s*, not \\n?)"),
+    ("a tab between the blocks", "<think>7 + 5 = 12</think>\t<answer>12</answer>", 1.0,
+     "any whitespace may separate the blocks (\\s*), a tab too"),
+    ("a trailing space", "<think>7 + 5 = 12</think><answer>12</answer> ", 1.0,
+     "strip every kind of whitespace around the completion (str.strip(), not strip('\\n'))"),
+    ("a space, a tab and newlines around and between",
+     " \t<think>7 + 5 = 12</think> \n <answer>12</answer>\n\n", 1.0,
+     "whitespace of any kind and amount is allowed around and between the blocks"),
+    ("spaces inside the answer", "<think>7 + 5 = 12</think><answer> 12 </answer>", 1.0,
+     "spaces around the answer's text are fine; only a blank answer is not"),
     ("a '<' inside the thinking",
      "<think>is 3 < 5? yes, so 5 - 3 = 2</think><answer>2</answer>", 1.0,
      "mathematics is full of '<'; only the four tags are special ([^<]* forbids the rest)"),
@@ -65,6 +79,12 @@ FORMAT_CASES = (
     ("a stray </answer> at the end",
      "<think>7 + 5 = 12</think><answer>12</answer></answer>", 0.0,
      "each tag exactly once: count the closing tags too, not only the opening ones"),
+    ("a lone extra <think>", "<think>7 + 5<think> = 12</think><answer>12</answer>", 0.0,
+     "each tag exactly once: count the opening tags too, not only the closing ones (a "
+     "pattern that forbids only closing tags inside a block lets an opening one through)"),
+    ("a lone extra <answer>", "<think>7 + 5 = 12</think><answer>1<answer>2</answer>", 0.0,
+     "each tag exactly once: count the opening tags too, not only the closing ones (a "
+     "pattern that forbids only closing tags inside a block lets an opening one through)"),
     ("an answer tag inside the thinking",
      "<think>I will write </answer> later</think><answer>12</answer>", 0.0,
      "each tag exactly once: a lazy .*? stops at the first </think> and never sees an "
@@ -75,6 +95,12 @@ FORMAT_CASES = (
      "follow </think>"),
     ("interleaved blocks", "<think>7 + 5<answer></think>12</answer>", 0.0,
      "the blocks must not interleave: </think> closes the thinking before <answer> opens"),
+    ("upper-case tags", "<THINK>7 + 5 = 12</THINK><ANSWER>12</ANSWER>", 0.0,
+     "the tags are lower-case, as gl.format_reward and the prompt have them: re.IGNORECASE "
+     "(or .lower()) rewards tags the format does not allow"),
+    ("capitalised tags", "<Think>7 + 5 = 12</Think><Answer>12</Answer>", 0.0,
+     "the tags are lower-case, as gl.format_reward and the prompt have them: re.IGNORECASE "
+     "(or .lower()) rewards tags the format does not allow"),
     ("a long thinking (20000 characters)",
      "<think>" + "7 + 5 is 12. " * 1540 + "</think><answer>12</answer>", 1.0,
      "a long completion is still a completion: a pattern that backtracks (nested "
@@ -104,6 +130,7 @@ def check_format_reward(fn, *, verbose=True) -> bool:
         if got != expected:
             return say(False, f"{name} ({shown!r}) got {got:.1f}, expected {expected:.1f}: "
                               f"{hint}")
-    return say(True, f"all {len(FORMAT_CASES)} completions (multi-line, whitespace, repeated, "
-                     "stray, nested, interleaved, unclosed and misplaced tags, empty answers, "
-                     "a long thinking) are scored right")
+    return say(True, f"all {len(FORMAT_CASES)} completions (multi-line, spaces, tabs and "
+                     "newlines around and between, repeated, lone, stray, nested, interleaved, "
+                     "unclosed, upper-case and misplaced tags, empty answers, a long thinking) "
+                     "are scored right")

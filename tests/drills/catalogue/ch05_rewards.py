@@ -136,8 +136,74 @@ def _fmt_char_by_char(completion):
     return _fmt_right(text)
 
 
+def _fmt_closing_counts(completion):
+    """The mirror of counting the opening tags: only the closing ones are counted."""
+    text = completion.strip()
+    if text.count("</think>") != 1 or text.count("</answer>") != 1:
+        return 0.0
+    m = re.fullmatch(r"<think>(.*)</think>\s*<answer>(.*)</answer>", text, re.S)
+    return float(m is not None and m.group(2).strip() != "")
+
+
+def _fmt_tempered_closing(completion):
+    """A tempered dot that forbids the closing tags only: an extra opening tag slips in."""
+    no_close = r"(?:(?!</(?:think|answer)>).)"
+    m = re.fullmatch(rf"\s*<think>{no_close}*</think>\s*<answer>({no_close}*)</answer>\s*",
+                     completion, re.S)
+    return float(m is not None and m.group(1).strip() != "")
+
+
+def _fmt_tags_lexed(completion):
+    """Split on the tags: the tags in order, text only inside the blocks."""
+    parts = re.split(r"(</?(?:think|answer)>)", completion)
+    tags, texts = parts[1::2], parts[0::2]            # texts: before, think, between, answer, after
+    if tags != list(TAGS):
+        return 0.0
+    return float(texts[0].strip() == texts[2].strip() == texts[4].strip() == ""
+                 and texts[3].strip() != "")
+
+
+def _fmt_collapsed(completion):
+    """Whitespace collapsed to single spaces first, then one pattern with ' ?' between."""
+    text = " ".join(completion.split())
+    if any(text.count(tag) != 1 for tag in TAGS):
+        return 0.0
+    m = re.fullmatch(r"<think>.*</think> ?<answer>(.*)</answer>", text, re.S)
+    return float(m is not None and m.group(1).strip() != "")
+
+
+def _fmt_between(between, strip=str.strip, flags=0):
+    """Each tag counted, then one DOTALL pattern: ``between`` the blocks, the completion
+    stripped by ``strip``."""
+    def fn(completion):
+        text = strip(completion)
+        if any(text.lower().count(tag) != 1 if flags else text.count(tag) != 1 for tag in TAGS):
+            return 0.0
+        m = re.fullmatch(rf"<think>.*</think>{between}<answer>(.*)</answer>", text,
+                         re.S | flags)
+        return float(m is not None and m.group(1).strip() != "")
+    return fn
+
+
 _FORMAT = Drill("check_format_reward", 5, rights=(
-    _fmt_right, format_reward, _fmt_scan, _fmt_tempered, _fmt_bool, _fmt_split), wrongs=(
+    _fmt_right, format_reward, _fmt_scan, _fmt_tempered, _fmt_bool, _fmt_split,
+    _fmt_tags_lexed, _fmt_collapsed), wrongs=(
+    Wrong("only the closing tags counted", _fmt_closing_counts, "count the opening tags too"),
+    Wrong("a tempered dot on the closing tags only", _fmt_tempered_closing,
+          "lets an opening one through"),
+    Wrong("only a newline allowed between the blocks", _fmt_between("\n?"),
+          "a space as well as a newline"),
+    Wrong("spaces and newlines between, no tab", _fmt_between("[ \n]*"),
+          "a tab too"),
+    Wrong("only newlines stripped", _fmt_between(r"\s*", strip=lambda s: s.strip("\n")),
+          "str.strip(), not strip('\\n')"),
+    Wrong("whitespace between the blocks, not around them",
+          _fmt_between(r"\s*", strip=lambda s: s), "strip the completion first"),
+    Wrong("tags matched case-insensitively", _fmt_between(r"\s*", flags=re.I),
+          "the tags are lower-case"),
+    Wrong("the answer must not start with a space",
+          _fmt_regex(r"\s*<think>.*?</think>\s*<answer>\S.*?</answer>\s*", re.S),
+          "spaces around the answer's text are fine"),
     Wrong("checks only that the tags appear",
           lambda s: float(all(tag in s for tag in TAGS)), "the blocks in the wrong order"),
     Wrong("a regex without re.DOTALL",
