@@ -101,7 +101,8 @@ from grpo_lab.book.source import show_source
 from grpo_lab.core.advantages import BASELINES, SCALES, group_advantages
 from grpo_lab.core.aggregation import AGGREGATIONS, aggregate_loss, aggregation_weights
 from grpo_lab.core.gae import gae
-from grpo_lab.core.kl import kl_grad_logp, kl_k1, kl_k2, kl_k3, kl_k3_plus, kl_shaped_rewards
+from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
+from grpo_lab.core.kl_production import kl_grad_logp, kl_k3_plus, kl_shaped_rewards
 from grpo_lab.core.loss import grpo_diagnostics, grpo_loss
 from grpo_lab.core.process import process_advantages, steps_to_tokens
 from grpo_lab.core.surrogate import (LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, sequence_ratio,

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.aggregation import AGGREGATIONS, aggregation_weights_math, check_max_len
-from grpo_lab.core.kl import KL_MATH, cast_kl_estimate, kl_k1, kl_k2, kl_k3, kl_k3_plus
+from grpo_lab.core.kl import KL_MATH, cast_kl_estimate, kl_k1, kl_k2, kl_k3
+from grpo_lab.core.kl_production import kl_k3_plus
 from grpo_lab.core.surrogate import (LEVELS, MAX_LOG_RATIO, check_advantages, check_clip_range,
                                      check_logp_pair, sequence_ratio_math,
                                      surrogate_from_ratio_math)
