@@ -32,7 +32,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grpo_lab.numerics.command_line import check_out_path, echo
+from grpo_lab.numerics.command_line import check_out_path, echo, max_threads
 
 __all__ = ["CAPABILITIES", "RECORD", "load_record", "parse_ints", "run_case", "spread", "main"]
 
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     args, extra = parser.parse_known_args(argv)    # the rest goes to every run (--steps 100)
     try:
         seeds = parse_ints("--seeds", args.seeds, low=0, high=2**31 - 1)
-        threads = parse_ints("--threads", args.threads, low=1, high=256)
+        threads = parse_ints("--threads", args.threads, low=1, high=max_threads())  # as train
     except ValueError as exc:
         parser.error(str(exc))
     capabilities = [c.strip() for c in args.capabilities.split(",")]

@@ -64,7 +64,7 @@ def test_parse_ints_names_the_argument_and_the_problem(text, problem):
 
 
 @pytest.mark.parametrize("argv, flag", [(["--seeds", "x"], "--seeds"),
-                                        (["--threads", "0"], "--threads"),
+                                        (["--threads", "0"], "--threads"), (["--threads", "1,9999"], "--threads"),
                                         (["--capabilities", "SSE9"], "--capabilities"),
                                         (["--jobs", "99"], "--jobs")])
 def test_the_command_refuses_bad_arguments_by_flag(argv, flag, capsys):
