@@ -21,7 +21,7 @@ import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.drills.cases import Case, Mistake, full
-from grpo_lab.drills.grading import check_cases
+from grpo_lab.drills.grading import check_cases, warm_up_package
 from grpo_lab.drills.harness import verdict
 
 __all__ = ["check_group_advantages"]
@@ -162,6 +162,7 @@ def check_group_advantages(fn, *, eps=None, dtype=None, verbose=True) -> bool:
     if dtype not in (None, "float32"):
         raise ValueError(f"dtype: expected None or 'float32', got {dtype!r}")
     say = verdict(verbose, fn)
+    warm_up_package()                 # gl.group_advantages_fast's compilation is not the reader's
 
     def extra(case, answer):
         return ((_returns_float32(case, answer) if dtype else None)

@@ -90,8 +90,52 @@ def _blocked_hangs(rewards, block_rows):
         pass
 
 
+def _blocked_fast(rewards, block_rows):
+    """The package's Numba kernel on each float64 block (compiled once, before the timing)."""
+    import grpo_lab as gl
+    out = np.empty_like(rewards)
+    for r0 in range(0, rewards.shape[0], block_rows):
+        out[r0:r0 + block_rows] = gl.group_advantages_fast(
+            rewards[r0:r0 + block_rows].astype(np.float64))
+    return out
+
+
+def _blocked_concatenated(rewards, block_rows, dtype=np.float32):
+    """Right values, each block kept in a list and concatenated: a second full-size copy."""
+    blocks = [_blocked(rewards[r0:r0 + block_rows], block_rows).astype(dtype)
+              for r0 in range(0, rewards.shape[0], block_rows)]
+    return np.concatenate(blocks).astype(np.float32, copy=False)
+
+
+def _blocked_last_block_dropped(rewards, block_rows):
+    """range(0, B - block_rows + 1, ...): a last block shorter than block_rows is skipped."""
+    out = np.zeros_like(rewards)
+    for r0 in range(0, rewards.shape[0] - block_rows + 1, block_rows):
+        out[r0:r0 + block_rows] = _blocked(rewards[r0:r0 + block_rows], block_rows)
+    return out
+
+
+def _blocked_loo_baseline(rewards, block_rows):
+    """Float64 blocks, but the leave-one-out (RLOO) baseline instead of the group mean."""
+    out = np.empty_like(rewards)
+    G = rewards.shape[1]
+    for r0 in range(0, rewards.shape[0], block_rows):
+        x = rewards[r0:r0 + block_rows].astype(np.float64)       # (b, G)
+        base = (x.sum(1, keepdims=True) - x) / (G - 1)            # (b, G) the others' mean
+        out[r0:r0 + block_rows] = (x - base) / (x.std(1, keepdims=True) + 1e-8)
+    return out
+
+
 _BLOCKED = Drill("check_blocked_advantages", 7, rights=(
-    _blocked_right, _blocked_torch, _blocked_package, _blocked_rows, _blocked_no_shift), wrongs=(
+    _blocked_right, _blocked_torch, _blocked_package, _blocked_rows, _blocked_no_shift,
+    _blocked_fast), wrongs=(
+    Wrong("a list of float32 blocks, concatenated (2x the output)", _blocked_concatenated,
+          "peak memory was 2."),
+    Wrong("a list of float64 blocks, concatenated",
+          lambda r, b: _blocked_concatenated(r, b, np.float64), "peak memory"),
+    Wrong("the last, shorter block skipped", _blocked_last_block_dropped,
+          "never written into an np.zeros output"),
+    Wrong("the leave-one-out baseline", _blocked_loo_baseline, "a difference in the formula"),
     Wrong("the whole array at once (temporaries the size of the input)",
           lambda r, b: group_advantages(r), "peak memory"),
     Wrong("the whole array at once, in torch (invisible to tracemalloc)", _blocked_torch_whole,
@@ -99,7 +143,7 @@ _BLOCKED = Drill("check_blocked_advantages", 7, rights=(
     Wrong("float32 arithmetic inside the blocks", _blocked_float32_inside,
           "the block arithmetic ran in float32"),
     Wrong("the first block only", lambda r, b: np.concatenate(
-        [_blocked(r[:b], b), np.zeros_like(r[b:])]), "entry ["),
+        [_blocked(r[:b], b), np.zeros_like(r[b:])]), "rows are exactly 0"),
     Wrong("block_rows ignored: blocks of 256", lambda r, b: _blocked(r, 256) if r.shape[0] > 256
           else _blocked(r, b)[:-1], "returned shape"),
     Wrong("an endless loop", _blocked_hangs, "did not finish"),
