@@ -41,7 +41,7 @@ def show_source(obj, *, docstring: bool = True, methods: bool = True):
 
 
 def without_methods(src: str) -> str:
-    """A class's source without its methods (each ``def`` with its decorators and body).
+    r"""A class's source without its methods (each ``def`` with its decorators and body).
 
     >>> src = "class A:\n    x: int = 1  # one\n\n    @property\n    def f(self):\n        pass\n"
     >>> print(without_methods(src), end="")
