@@ -58,4 +58,4 @@ def without_methods(src: str) -> str:
     kept = [line for i, line in enumerate(lines) if i not in drop]
     while kept and not kept[-1].strip():
         kept.pop()
-    return "".join(kept) + "\n"
+    return "".join(kept)
