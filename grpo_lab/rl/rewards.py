@@ -352,10 +352,8 @@ def normalise_then_sum(rewards, weights, *, eps: float = 1e-8, ddof: int = 0,
         summed = scale_by_power_of_two_math(small, b)                 # (B, G) s = sum_k w_k A_k
         if not all_finite(summed):
             raise ValueError(f"weights: expected weights whose sum of group-normalised rewards "
-                             f"fits in float64, got weights up to {np.abs(w).max():.4g} (the "
-                             f"normalised rewards are at most sqrt(G) = {np.sqrt(r.shape[2]):.3g})")
+                             f"(each at most sqrt(G)) fits in float64, got {np.abs(w).max():.4g}")
         return summed
-    # The batch step is the same in units of 2**b, with eps brought into them: no overflow.
-    flat = small.reshape(1, -1)                                       # one "group" of B*G
+    flat = small.reshape(1, -1)         # one "group" of B*G, in units of 2**b, eps in them too
     adv = group_advantages_math(flat, scale_by_power_of_two_math(eps, -b), "group", ddof)
     return adv.reshape(small.shape)                                   # (B, G)
