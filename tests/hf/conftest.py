@@ -16,3 +16,15 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    """The chapter's character tokenizer, built in code."""
+    return pytest.importorskip("grpo_lab.hf").build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    """The chapter's small Llama, seeded, in eval mode."""
+    return pytest.importorskip("grpo_lab.hf").build_model(tok, seed=0).eval()

@@ -9,16 +9,6 @@ import grpo_lab.hf as glh  # noqa: E402
 from grpo_lab.rl.parsing import ANSWER, THINK  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return glh.build_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model(tok):
-    return glh.build_model(tok, seed=0).eval()
-
-
 # --- the tokenizer -----------------------------------------------------------------------------
 
 def test_tags_are_one_token_and_survive_skip_special_tokens(tok):

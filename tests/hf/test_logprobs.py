@@ -11,16 +11,6 @@ pytest.importorskip("transformers")
 import grpo_lab.hf as glh  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return glh.build_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def model(tok):
-    return glh.build_model(tok, seed=0).eval()
-
-
 def _logits(shape, seed=0, scale=3.0, dtype=torch.float32):
     return (torch.randn(shape, generator=torch.Generator().manual_seed(seed),
                         dtype=torch.float64) * scale).to(dtype)

@@ -12,11 +12,6 @@ import grpo_lab.torch as glt  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def tok():
-    return glh.build_tokenizer()
-
-
-@pytest.fixture(scope="module")
 def task():
     return gl.task.AdditionTask(n_terms=2, max_term=4, held_out=0.2, seed=0)
 
