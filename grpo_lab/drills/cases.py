@@ -1,7 +1,7 @@
 """One case of a drill checker and its tolerance: what the reader's function is called with,
 what the package's reference gives, and how far an answer may be from it.
 
-The tolerance of an entry is ``k * (sens + u * scale) + slack * |expected| + atol``:
+The tolerance of an entry is ``k * (sens + u * scale) + u * bound + slack * |expected| + atol``:
 
 ====================  ==========================================================================
 ``u``                 the unit roundoff of the precision graded: the answer's own dtype (float64,
@@ -11,6 +11,10 @@ The tolerance of an entry is ``k * (sens + u * scale) + slack * |expected| + ato
 ``sens``              how much the reference moves when its float inputs move by ``u``
                       (the conditioning: near-tied rewards, a tiny log-ratio)
 ``k``                 16 units of slack, as a sum of a few rounded terms needs
+``bound``             an error bound, in units of ``u``, that covers every valid formulation of
+                      the statement where they round differently (a log-softmax by
+                      ``np.logaddexp.reduce`` is not one by a max shift: :func:`log_softmax_error`);
+                      it is a worst case already, so ``k`` does not multiply it
 ``slack``             a relative difference the statement allows (a guard eps of 1e-8 in a
                       count's denominator, as verl's ``masked_mean``)
 ``atol``              an absolute tolerance the statement sets (1e-3 nats; 1e-6 for "an
@@ -29,7 +33,7 @@ import numpy as np
 from grpo_lab.drills.harness import Answer
 
 __all__ = ["SCALAR_TYPE", "UNIT_ROUNDOFF", "Case", "Mistake", "close", "full", "grade_dtype",
-           "tolerance"]
+           "log_softmax_error", "tolerance"]
 
 #: Unit roundoff (half the spacing at 1) of the dtypes an answer may come in.
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11,
@@ -47,7 +51,8 @@ class Case:
     the float arrays in ``args`` that it perturbs. ``show(index)``: the inputs behind one
     entry, as text (default: each same-shaped input at that index, and the scalars).
     ``atol``: an absolute tolerance the statement sets (1e-3 nats; 1e-6 for "an all-equal
-    group gives 0"), a number or per entry, added to the rest.
+    group gives 0"), a number or per entry, added to the rest. ``bound``: a worst-case error,
+    in units of the graded dtype's ``u``, of the valid formulations (a number or per entry).
     """
     where: str
     args: tuple
@@ -59,6 +64,7 @@ class Case:
     perturb: tuple = ()
     show: Callable | None = None
     atol: object = 0.0
+    bound: object = 0.0
     _sens: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -138,8 +144,33 @@ def tolerance(case: Case, dtype: str, *, k: float = 16.0, slack: float = 0.0) ->
     u = UNIT_ROUNDOFF[dtype]
     scale = np.abs(case.expected) if case.scale is None else np.abs(case.scale)
     scale = np.broadcast_to(scale, case.expected.shape)
-    return (k * (case.sensitivity(dtype) + u * scale) + slack * np.abs(case.expected)
-            + case.atol)
+    return (k * (case.sensitivity(dtype) + u * scale) + u * np.asarray(case.bound)
+            + slack * np.abs(case.expected) + case.atol)
+
+
+def log_softmax_error(logits, axis: int = -1) -> np.ndarray:
+    """A bound, in units of the unit roundoff ``u``, on the error of ``log_softmax(logits)``
+    entry by entry, over the formulations a careful answer uses: a shift by the row's max then
+    ``log(sum(exp))`` (NumPy, torch), and ``np.logaddexp.reduce`` in any order.
+
+    The max shift rounds ``z - m`` (``|z - m| <= 2 max|z|``), sums V exponentials at most 1
+    (V + 1 roundings of a sum >= 1, so as many ``u`` of its log) and rounds ``log`` and the
+    final subtraction (``log V`` and ``|logp|``). ``np.logaddexp.reduce`` folds the row one
+    entry at a time: V - 1 steps, each rounding a partial logsumexp of size at most
+    ``max|z| + log V``, plus a couple of ``u`` for its ``exp`` and ``log1p``. The bound is the
+    sum of both: ``|logp| + (V + 3) * (max|z| + log V + 2)``.
+
+    >>> z = np.array([0.0, 1.0, 2.0])
+    >>> bool((log_softmax_error(z) > 6 * (2 + np.log(3))).all())
+    True
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    V = z.shape[axis]
+    with np.errstate(all="ignore"):
+        top = np.abs(z).max(axis=axis, keepdims=True)
+        lse = np.logaddexp.reduce(z, axis=axis, keepdims=True)
+        logp = z - lse
+    return np.abs(logp) + (V + 3) * (top + np.log(V) + 2)
 
 
 def close(got, want, tol) -> np.ndarray:

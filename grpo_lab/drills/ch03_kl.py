@@ -3,7 +3,11 @@ the k3 loss term.
 
 Neither statement fixes a dtype: a float32 answer is graded to float32's precision, against
 the size of the terms it subtracts (``|expm1(r)| + |r|`` for k3, the probabilities for the
-gradient).
+gradient). The gradient's tolerance also covers how the valid answers round differently: its
+log-softmax taken by ``np.logaddexp.reduce``, by a max shift or by torch, then the closed form
+``pi - pi_ref`` or the chain rule term by term (:func:`gradient_error`), so no right way of
+writing it is refused on peaked policies, while an answer that loses digits beyond that
+(finite differences, a float32 step) is.
 """
 
 from __future__ import annotations
@@ -11,13 +15,13 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
-from grpo_lab.drills.cases import Case, Mistake, full
+from grpo_lab.drills.cases import Case, Mistake, full, log_softmax_error
 from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 from grpo_lab.numerics.logprobs import log_softmax
 from grpo_lab.theory.kl_theory import kl_categorical_grad
 
-__all__ = ["check_k3_loss_gradient", "check_kl_k3", "k3_expected_gradient"]
+__all__ = ["check_k3_loss_gradient", "check_kl_k3", "gradient_error", "k3_expected_gradient"]
 
 
 # --- k3 per token -------------------------------------------------------------------------------
@@ -100,6 +104,23 @@ def k3_expected_gradient(logits, ref_logits):
     return (p * d_k3) @ d_logp                                          # (V,)
 
 
+def gradient_error(logits, ref_logits) -> np.ndarray:
+    """A bound, in units of ``u``, on the rounding error of the k3 gradient over its valid
+    formulations, entry by entry (V,).
+
+    With ``E`` and ``E'`` the log-softmax bounds of the two logits (:func:`log_softmax_error`),
+    a term ``pi(x) d_k3(x) = pi(x) - pi(x) exp(log pi_ref(x) - log pi(x))`` is off by at most
+    ``w(x) = pi(x) (E(x) + 1) + pi_ref(x) (E(x) + E'(x) + |log pi_ref(x) - log pi(x)| + 3)``
+    (an exp's relative error is its argument's absolute one); entry j of the chain rule is
+    ``pi_j d_k3(j) - pi_j sum_x pi(x) d_k3(x)``, off by ``w(j) + pi_j (sum_x w(x) + 2 V)`` (the
+    sum's own roundings). The closed form ``pi - pi_ref`` is inside this."""
+    E, E_ref = log_softmax_error(logits), log_softmax_error(ref_logits)         # (V,), (V,)
+    logp, ref_logp = log_softmax(logits), log_softmax(ref_logits)
+    p, q = np.exp(logp), np.exp(ref_logp)
+    w = p * (E + 1) + q * (E + E_ref + np.abs(ref_logp - logp) + 3)              # (V,)
+    return w + p * (w.sum() + 2 * p.size)
+
+
 def _grad_cases():
     rng = np.random.default_rng(3)
     rows = [(f"a vocabulary of V = {V} tokens", rng.normal(size=V), rng.normal(size=V))
@@ -115,7 +136,7 @@ def _grad_cases():
         p, pr = np.exp(log_softmax(z)), np.exp(log_softmax(zr))
         yield Case(where, (z, zr), k3_expected_gradient(z, zr),
                    inputs={"logits": z, "ref_logits": zr}, scale=p + pr,
-                   reference=k3_expected_gradient, perturb=(0, 1))
+                   bound=gradient_error(z, zr), reference=k3_expected_gradient, perturb=(0, 1))
 
 
 def _grad_mistakes():
@@ -133,11 +154,34 @@ def _grad_mistakes():
 
 
 def _finite_gradient(case, answer):
-    if not np.isfinite(answer.values).all():
-        return (f"on {case.where} the gradient has inf or NaN entries "
-                f"{[full(v, answer.dtype) for v in answer.values]}: exp(800) overflows; "
-                "subtract each vector's max logit before exp (softmax does not change)")
-    return None
+    """A non-finite gradient, and what this case shows of where it came from: exp overflowing
+    only where these logits are beyond exp's range in the answer's dtype (every earlier case
+    came out right, so finite); a probability underflowing only where one is below the dtype's
+    smallest normal; else neither is named."""
+    values = answer.values
+    if np.isfinite(values).all():
+        return None
+    text = (f"on {case.where} the gradient has inf or NaN entries "
+            f"{[full(v, answer.dtype) for v in values]}")
+    dtype = np.float32 if answer.dtype == "float32" else np.float64
+    info = np.finfo(dtype)
+    z, zr = case.inputs["logits"], case.inputs["ref_logits"]
+    top = float(max(np.abs(z).max(), np.abs(zr).max()))
+    low = float(min(log_softmax(z).min(), log_softmax(zr).min()))
+    if top > np.log(info.max):
+        return text + (f", on logits up to {top:.0f} in size, beyond {np.log(info.max):.1f}, "
+                       f"the log of the largest {answer.dtype}: exp of such an unshifted logit "
+                       "overflows to inf (or underflows to 0), and inf / inf is NaN, while "
+                       "every policy before this one came out finite; subtract each vector's "
+                       "max logit before exp (softmax does not change)")
+    if low < np.log(info.tiny):
+        return text + (f": a probability here is exp({low:.0f}), below the smallest normal "
+                       f"{answer.dtype} ({info.tiny:.2g}), so it underflows to 0, and a log of "
+                       "it is -inf, a ratio by it 0/0 or x/0; keep log-probabilities (z - "
+                       "logsumexp(z)) and form the ratio as exp(log pi_ref - log pi)")
+    return text + (f": no exp overflows and no probability underflows in {answer.dtype} on "
+                   "these logits, so look for a division by zero or a log of 0 in the "
+                   "formula")
 
 
 def check_k3_loss_gradient(fn, *, verbose=True) -> bool:

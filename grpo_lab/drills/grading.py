@@ -130,9 +130,15 @@ def precision_note(diff: float, case: Case, answer: Answer, index, *, fixed=None
     graded = grade_dtype(answer, fixed)
     if not np.isfinite(diff):
         return ""
+    scale = np.broadcast_to(np.abs(case.expected) if case.scale is None else np.abs(case.scale),
+                            case.expected.shape)[index]
+    tiny = False
     for coarser in _coarser(graded, case):
         if diff > tolerance(case, coarser, k=k, slack=slack)[index]:
             continue
+        if diff < UNIT_ROUNDOFF[coarser] * scale / 64:
+            tiny = True               # far below what one rounding in that dtype gives here:
+            continue                  # no step ran in it
         size = (f"The difference, {diff:.2g}, is within what {coarser} rounding gives here "
                 f"(unit roundoff {UNIT_ROUNDOFF[coarser]:.2g}, against "
                 f"{UNIT_ROUNDOFF[graded]:.2g} for {graded}, the precision graded)")
@@ -151,6 +157,11 @@ def precision_note(diff: float, case: Case, answer: Answer, index, *, fixed=None
                 f"rounding explains for this entry ({allowed:.2g}): a little more than rounding, "
                 "so look for a step that loses digits (a subtraction of near-equal numbers, a "
                 "long sum)")
+    if tiny and 0 < allowed:
+        return (f". The difference, {diff:.2g}, is {diff / allowed:.0f} times what {graded} "
+                f"rounding explains for this entry ({allowed:.2g}), yet far below what one "
+                f"{_coarser(graded, case)[0]} rounding gives here: a {graded} step loses digits "
+                "(a finite difference, a subtraction of near-equal numbers)")
     return ""
 
 
