@@ -45,16 +45,23 @@ class GPU:
     fp32_flops: float               # non-tensor-core FP32 peak
     l2_bytes: float                 # last-level cache
     launch_s: float                 # an assumed per-kernel launch cost, not a datasheet figure
+    bf16_flops: float = 989e12      # dense bf16 tensor-core peak (no sparsity)
+    hbm_capacity_bytes: float = 80e9    # memory on the card
+    nvlink_bytes_per_s: float = 900e9   # NVLink, all links, one direction
 
 
-#: NVIDIA H100 SXM5 (the H100 datasheet): 3.35 TB/s HBM3, 67 TFLOP/s FP32, 50 MB L2. The
-#: launch cost is an assumption of a few microseconds per eager kernel.
-H100_SXM = GPU("H100 SXM (datasheet)", 3.35e12, 67e12, 50e6, 5e-6)
+#: NVIDIA H100 SXM5 (the H100 datasheet): 3.35 TB/s HBM3 (80 GB), 67 TFLOP/s FP32, 989 TFLOP/s
+#: dense bf16 (1979 with 2:4 sparsity, which training does not use), 900 GB/s NVLink, 50 MB
+#: L2. The launch cost is an assumption of a few microseconds per eager kernel.
+H100_SXM = GPU("H100 SXM (datasheet)", 3.35e12, 67e12, 50e6, 5e-6, bf16_flops=989e12,
+               hbm_capacity_bytes=80e9, nvlink_bytes_per_s=900e9)
 
-#: NVIDIA H200 SXM (the H200 datasheet): 4.8 TB/s HBM3e (141 GB), 67 TFLOP/s FP32; the same
-#: compute as the H100 SXM with 1.4x its bandwidth. The datasheet gives no L2 size: 60 MB is
-#: what PyTorch reports on one. Same assumed launch cost.
-H200_SXM = GPU("H200 SXM (datasheet)", 4.8e12, 67e12, 60e6, 5e-6)
+#: NVIDIA H200 SXM (the H200 datasheet): 4.8 TB/s HBM3e (141 GB), 67 TFLOP/s FP32, 989 TFLOP/s
+#: dense bf16, 900 GB/s NVLink: the same compute as the H100 SXM with 1.4x its bandwidth and
+#: 1.76x its memory. The datasheet gives no L2 size: 60 MB is what PyTorch reports on one.
+#: Same assumed launch cost.
+H200_SXM = GPU("H200 SXM (datasheet)", 4.8e12, 67e12, 60e6, 5e-6, bf16_flops=989e12,
+               hbm_capacity_bytes=141e9, nvlink_bytes_per_s=900e9)
 
 
 def attainable(intensity, peak_flops, bandwidth):
