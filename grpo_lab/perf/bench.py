@@ -1,4 +1,4 @@
-r"""``python -m grpo_lab.bench``: every implementation against a memory copy and TRL-style code.
+r"""``python -m grpo_lab.bench``: every implementation against a memory copy and TRL's code.
 
 Taught in chapter 7 (``chapters/07_performance.ipynb``). A memory copy reads its input once and
 writes its output once, as fast as the machine moves bytes: no kernel that reads an array and
@@ -10,15 +10,17 @@ Benchmarks (sizes from issue 7; ``--quick`` runs small ones, for a smoke test or
 
 * ``group_advantages`` at (B, G) = (262144, 64) and (1048576, 8), float32: the plain formula
   in NumPy, :func:`grpo_lab.group_advantages`, :func:`grpo_lab.group_advantages_fast`, and on
-  torch the TRL-style two-liner :func:`trl_style_advantages` next to the torch mirror
+  torch TRL 1.16.0's two-liner :func:`trl_style_advantages` next to the torch mirror
   :func:`grpo_lab.torch.group_advantages` (both Bessel-corrected, eps = 1e-4).
-* the GRPO loss, forward plus backward, at (N, T) = (512, 2048), float32: the TRL-style eager
-  loss :func:`trl_style_loss`, the torch mirror :func:`grpo_lab.torch.grpo_loss` and the fused
+* the GRPO loss, forward plus backward, at (N, T) = (512, 2048), float32: the eager loss of
+  TRL's default up to 0.16 (per-sequence "grpo" aggregation, beta 0.04, k3), :func:`trl_style_loss`, the torch mirror :func:`grpo_lab.torch.grpo_loss` and the fused
   :func:`grpo_lab.perf.loss_fused.grpo_loss_fused`, on the same :func:`loss_inputs`.
 * the loss from hidden states, forward plus backward, at (N, T, H, V) = (8, 512, 512, 32000),
   float32, each implementation in a fresh process: this package's fused LM head and loss,
-  Liger-Kernel's, and eager code that holds the (N, T, V) logits
-  (:mod:`grpo_lab.perf.bench_linear`).
+  Liger-Kernel 0.8.5's ``LigerFusedLinearGRPOLoss``, TRL 1.16.0's own fused LM head
+  (``trl.kernels.ChunkedLogProbFunction``, the path GRPOTrainer takes on a CPU), and eager code
+  that holds the (N, T, V) logits (:mod:`grpo_lab.perf.bench_linear`); the same inputs, the
+  same loss to 1e-5.
 
 The summary puts each goal next to what was measured: the fast path within 2x (G = 64) or 3x
 (G = 8) of a copy, like against like (returning a new array against ``np.copy``, which also
@@ -26,12 +28,13 @@ gets fresh pages from the operating system; writing into ``out=`` against ``np.c
 array already there), with at most 1.1x the output in memory; the fused loss 3x faster than the
 TRL-style loss in a third of its memory; the torch mirror within 1.2x of the TRL-style loss in
 time and peak memory, and its advantages no slower than the two-liner; the fused linear loss
-no slower than Liger's and no larger in peak memory.
+no slower than Liger's or TRL's fused head and no larger in peak memory.
 
 Usage::
 
     python -m grpo_lab.bench                    # full sizes, CPU, JSON to bench_results.json
     python -m grpo_lab.bench --quick --out q.json
+    python -m grpo_lab.bench --only linear      # the loss from hidden states alone, four ways
     python -m grpo_lab.bench --device cuda      # torch parts on the GPU (NumPy stays on CPU)
 """
 
@@ -123,7 +126,7 @@ def bench_advantages(shape, repeats, device="cpu", seed=0):
 
 
 def bench_loss(shape, repeats, device="cpu", seed=0):
-    """The GRPO loss, forward + backward: TRL-style eager, torch mirror, fused; JSON rows."""
+    """The GRPO loss, forward + backward: TRL <=0.16's eager loss, torch mirror, fused; JSON rows."""
     import torch
 
     from grpo_lab.perf.loss_fused import grpo_loss_fused
@@ -205,7 +208,13 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "li
                                                          else LINEAR_SIZE)),
                                    linear_repeats, threads=threads or 1, device=device)
     env["load_average_end"] = list(os.getloadavg())
-    return {"environment": env, "results": rows, "summary": summary(rows)}
+    report = {"environment": env, "results": rows, "summary": summary(rows)}
+    losses = [r["loss"] for r in rows if r["bench"].startswith("fused linear") and "error" not in r]
+    if losses:                  # the same inputs in every process: the same loss, to 1e-5
+        spread = max(losses) - min(losses)
+        report["linear_loss_check"] = {"implementations": len(losses), "max_difference": spread,
+                                       "equal_to_1e-5": bool(spread <= 1e-5)}
+    return report
 
 
 def print_report(report, file=None):
@@ -230,6 +239,11 @@ def print_report(report, file=None):
                 f"median {r['median_s']:.3f} s, peak {r['peak_extra_bytes'] / 2**20:.1f} MiB")
         echo(f"{r['bench']} {tuple(r['shape'])} {r['impl']:6s} (fresh process): {what}",
               file=file)
+    check = report.get("linear_loss_check")
+    if check:
+        echo(f"fused linear GRPO fwd+bwd: the {check['implementations']} losses agree to 1e-5: "
+             f"{check['equal_to_1e-5']} (largest difference {check['max_difference']:.1e})",
+             file=file)
     for s in report["summary"]:
         checks = ", ".join(f"{key} {s[key]:.3g} (goal {'>=' if key == 'speedup' else '<='} "
                            f"{s[GOAL_KEYS[key]]:.3g})" for key in GOAL_KEYS if key in s)
@@ -241,7 +255,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m grpo_lab.bench",
         description="Each group_advantages and GRPO loss implementation against a memory copy "
-                    "of the same size, and the torch mirror against TRL-style eager code; "
+                    "of the same size, the torch mirror against TRL's code, and the loss from "
+                    "hidden states against Liger's and TRL 1.16.0's fused heads; "
                     "writes JSON.")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--repeats", type=int, default=7,

@@ -1,4 +1,4 @@
-r"""The loss from hidden states, benched: fused (this package), Liger-Kernel's, and eager.
+r"""The loss from hidden states, benched: fused (this package), Liger-Kernel's, TRL's, and eager.
 
 Taught in chapter 7 (``chapters/07_performance.ipynb``); :mod:`grpo_lab.perf.bench` calls
 :func:`bench_fused_linear`. At (N, T, H, V) = (8, 512, 512, 32000), float32, one step is the
@@ -8,9 +8,16 @@ hidden states and the head:
 
 * ``fused``: :func:`grpo_lab.torch.fused_linear.fused_linear_grpo_loss`;
 * ``liger``: ``liger_kernel.chunked_loss.LigerFusedLinearGRPOLoss(compiled=False)`` (its
-  torch code path, which runs on a CPU), when Liger-Kernel is installed;
+  torch code path, which runs on a CPU), when Liger-Kernel is installed. Liger 0.8.5 also
+  computes the gradients in its forward pass, chunk by chunk (``torch.func.grad_and_value``),
+  and scores every position, padding included;
+* ``trl``: :func:`trl_linear_grpo_loss`, TRL 1.16.0's own fused LM head: the log-probs from
+  ``trl.kernels.ChunkedLogProbFunction`` (what ``trl.trainer.utils::add_fused_lm_head``
+  installs on every GRPOTrainer model; on a CPU its tiles are folded in torch and every
+  position is scored, ``_use_triton`` being False), then :func:`grpo_lab.torch.grpo_loss`;
+  its backward makes each tile of logits a second time;
 * ``eager``: :func:`eager_linear_grpo_loss`, the (N, T, V) logits, ``log_softmax``, a gather
-  and :func:`grpo_lab.torch.grpo_loss`, as TRL writes it without chunking.
+  and :func:`grpo_lab.torch.grpo_loss`: the unchunked composition (TRL before its fused head).
 
 Each runs in a fresh Python process (``python -m grpo_lab.perf.bench_linear IMPL``), so that
 no allocator cache or page left over by another decides its memory. There it runs once (the
@@ -30,12 +37,14 @@ import time
 
 from grpo_lab.numerics.validate import check_int
 
-__all__ = ["IMPLS", "LINEAR_SIZE", "QUICK_LINEAR_SIZE", "bench_fused_linear",
-           "eager_linear_grpo_loss", "linear_inputs", "measure_one", "step_function"]
+__all__ = ["IMPLS", "LINEAR_SIZE", "QUICK_LINEAR_SIZE", "TRL_CHUNK", "bench_fused_linear",
+           "eager_linear_grpo_loss", "linear_inputs", "measure_one", "step_function",
+           "trl_linear_grpo_loss"]
 
 LINEAR_SIZE = (8, 512, 512, 32000)              # (N, T, H, V), from issue 19
 QUICK_LINEAR_SIZE = (4, 64, 64, 2000)
-IMPLS = ("fused", "liger", "eager")
+IMPLS = ("fused", "liger", "trl", "eager")
+TRL_CHUNK = 32768       # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE: vocabulary columns a tile
 
 
 def eager_linear_grpo_loss(hidden, weight, ids, adv, mask, *, loss_type="dapo"):
@@ -46,6 +55,23 @@ def eager_linear_grpo_loss(hidden, weight, ids, adv, mask, *, loss_type="dapo"):
     import grpo_lab.torch as glt
     logits = hidden @ weight.T                                       # (N, T, V)
     logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None]).squeeze(-1)  # (N, T)
+    return glt.grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, agg=loss_type)
+
+
+def trl_linear_grpo_loss(hidden, weight, ids, adv, mask, *, loss_type="dapo"):
+    """TRL 1.16.0's path: ``trl.kernels.ChunkedLogProbFunction`` over every position (as
+    ``add_fused_lm_head``'s forward calls it off Triton devices: all N*T rows, labels clamped at
+    0, padding zeroed after), asked for the log-probs only, then :func:`grpo_lab.torch.grpo_loss`
+    with old_logp the detached log-probs and beta 0. (GRPOTrainer also asks for the entropy, for
+    its metrics; leaving it out only makes TRL's row faster.)"""
+    from trl.kernels import ChunkedLogProbFunction
+
+    import grpo_lab.torch as glt
+    N, T, H = hidden.shape
+    logp, *_ = ChunkedLogProbFunction.apply(hidden.reshape(N * T, H), weight, None,
+                                            ids.reshape(N * T), 1.0, TRL_CHUNK, None, 1.0,
+                                            ("log_probs",))             # (N*T,)
+    logp = logp.view(N, T).masked_fill(~mask, 0.0)                      # (N, T)
     return glt.grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, agg=loss_type)
 
 
@@ -82,6 +108,9 @@ def step_function(impl, inputs):
 
         def loss_fn():
             return liger(hidden, weight, ids, mask.long(), adv)[0]
+    elif impl == "trl":
+        def loss_fn():
+            return trl_linear_grpo_loss(hidden, weight, ids, adv, mask)[0]
     elif impl == "eager":
         def loss_fn():
             return eager_linear_grpo_loss(hidden, weight, ids, adv, mask)[0]
@@ -127,7 +156,8 @@ def bench_fused_linear(size=LINEAR_SIZE, repeats=3, seed=0, threads=1, impls=IMP
                        device="cpu"):
     """Each implementation in a fresh process, one after the other; their rows (JSON-ready).
 
-    An implementation that cannot run (Liger-Kernel not installed) gives a row with ``error``.
+    An implementation that cannot run (Liger-Kernel or TRL not installed) gives a row with
+    ``error``.
     """
     rows = []
     for impl in impls:

@@ -63,7 +63,7 @@ def test_quick_run_writes_valid_json(tmp_path):
         assert_torch_rows_and_goals(report, proc.stdout)
     assert "profiler_start" not in proc.stderr
     if "torch" in report["environment"]:                 # the loss from hidden states
-        assert [r["impl"] for r in linear] == ["fused", "liger", "eager"]
+        assert [r["impl"] for r in linear] == ["fused", "liger", "trl", "eager"]
         for r in linear:
             if "error" not in r:
                 assert len(r["times_s"]) == 3 and r["peak_extra_bytes"] > 0
@@ -71,6 +71,9 @@ def test_quick_run_writes_valid_json(tmp_path):
         losses = [r["loss"] for r in linear if "error" not in r]
         assert np.allclose(losses, losses[0], atol=1e-5)     # the same loss, three ways
         assert "(fresh process): median" in proc.stdout
+        if len(losses) > 1:
+            assert report["linear_loss_check"]["equal_to_1e-5"]
+            assert "losses agree to 1e-5: True" in proc.stdout
 
 
 @pytest.mark.parametrize("out, message", [
@@ -103,6 +106,19 @@ def test_summary_puts_the_fused_linear_loss_next_to_liger():
     assert bench.summary([rows[0], {**rows[1], "error": "no liger"}]) == []
 
 
+def test_summary_puts_the_fused_linear_loss_next_to_trls_fused_head():
+    L, shape = "fused linear GRPO fwd+bwd", [8, 512, 512, 32000]
+    rows = [{"bench": L, "shape": shape, "impl": "fused", "median_s": 3.0, "peak_extra_bytes": 90},
+            {"bench": L, "shape": shape, "impl": "liger", "median_s": 4.0, "peak_extra_bytes": 100},
+            {"bench": L, "shape": shape, "impl": "trl", "median_s": 2.0, "peak_extra_bytes": 300}]
+    liger_goal, trl_goal = bench.summary(rows)
+    assert "vs Liger" in liger_goal["what"] and liger_goal["goal_met"]
+    assert "vs TRL 1.16.0's fused LM head" in trl_goal["what"]
+    assert trl_goal["time_vs_trl_head"] == 1.5 and trl_goal["peak_vs_trl_head"] == 0.3
+    assert not trl_goal["goal_met"]                                 # slower: not met
+    assert len(bench.summary([rows[0], {**rows[2], "error": "no trl"}])) == 0
+
+
 @pytest.mark.parametrize("args, message", [
     (["--repeats", "3"], "--repeats: expected an integer in [5, "),
     (["--threads", "0"], "--threads: expected an integer in [1, "),
@@ -123,7 +139,7 @@ def test_cuda_without_a_gpu_is_refused(tmp_path):
 
 
 def assert_torch_rows_and_goals(report, stdout):
-    """The TRL-style code, the torch mirror and the fused loss, measured in the same run, and
+    """The TRL baselines, the torch mirror and the fused loss, measured in the same run, and
     the issue-13 goals next to them in the summary, the table and the JSON."""
     impls = {(r["bench"], tuple(r["shape"]), r["impl"]) for r in report["results"]}
     for shape in bench.QUICK_ADV_SIZES:
@@ -134,17 +150,17 @@ def assert_torch_rows_and_goals(report, stdout):
     assert not any("grpo_loss_eager" in impl for _, _, impl in impls)
     goals = {s["what"]: s for s in report["summary"]}
     N, T = bench.QUICK_LOSS_SIZE
-    loss = goals[f"torch mirror loss vs TRL-style eager ({N}, {T}) fwd+bwd"]
+    loss = goals[f"torch mirror loss vs TRL <=0.16 eager ({N}, {T}) fwd+bwd"]
     assert loss["goal_time_vs_trl"] == 1.2 and loss["goal_peak_vs_trl"] == 1.2
     assert loss["time_vs_trl"] > 0 and loss["peak_vs_trl"] > 0
     assert loss["goal_met"] == (loss["time_vs_trl"] <= 1.2 and loss["peak_vs_trl"] <= 1.2)
-    fused = goals[f"fused loss vs TRL-style eager ({N}, {T}) fwd+bwd"]
+    fused = goals[f"fused loss vs TRL <=0.16 eager ({N}, {T}) fwd+bwd"]
     assert fused["goal_speedup"] == 3.0 and fused["goal_peak_fraction"] == pytest.approx(1 / 3)
     for B, G in bench.QUICK_ADV_SIZES:
-        adv = goals[f"torch mirror advantages vs TRL-style two-liner ({B}, {G})"]
+        adv = goals[f"torch mirror advantages vs TRL 1.16.0 two-liner ({B}, {G})"]
         assert adv["goal_time_vs_trl"] == 1.0
         assert adv["goal_met"] == (adv["time_vs_trl"] <= 1.0)
-    assert "summary: torch mirror loss vs TRL-style eager" in stdout
+    assert "summary: torch mirror loss vs TRL <=0.16 eager" in stdout
     assert "time_vs_trl" in stdout and "(goal <= 1.2)" in stdout
 
 
@@ -161,13 +177,13 @@ def test_summary_pairs_each_round_with_the_trl_style_baseline():
             row("group_advantages", (4, 8), bench.TRL_ADV, [2.0, 2.0, 2.0], 50),
             row("group_advantages", (4, 8), bench.MIRROR_ADV, [1.0, 3.0, 2.2], 40)]
     goals = {s["what"]: s for s in bench.summary(rows)}
-    mirror = goals["torch mirror loss vs TRL-style eager (8, 16) fwd+bwd"]
+    mirror = goals["torch mirror loss vs TRL <=0.16 eager (8, 16) fwd+bwd"]
     assert mirror["time_vs_trl"] == pytest.approx(1.1) and mirror["peak_vs_trl"] == 1.1
     assert mirror["goal_met"]
-    fused = goals["fused loss vs TRL-style eager (8, 16) fwd+bwd"]
+    fused = goals["fused loss vs TRL <=0.16 eager (8, 16) fwd+bwd"]
     assert fused["speedup"] == pytest.approx(4.0) and fused["peak_fraction_of_eager"] == 0.3
     assert fused["goal_met"]
-    adv = goals["torch mirror advantages vs TRL-style two-liner (4, 8)"]
+    adv = goals["torch mirror advantages vs TRL 1.16.0 two-liner (4, 8)"]
     assert adv["time_vs_trl"] == pytest.approx(1.1) and not adv["goal_met"]
 
 
