@@ -1,7 +1,12 @@
-r"""The baselines the bench measures against: the plain formula and TRL-style eager torch code.
+r"""The baselines the bench measures against: the plain formula and TRL's eager torch code.
 
 Taught in chapter 7 (``chapters/07_performance.ipynb``). Hugging Face TRL's ``GRPOTrainer`` is
-the implementation most readers meet first, so it sets the bar: the torch mirror
+the implementation most readers meet first, so it sets the bar. Each baseline names the
+release it follows: :func:`trl_style_advantages` is how TRL 1.16.0 still composes the group
+advantages; :func:`trl_style_loss` is TRL's default loss up to 0.16 (per-sequence "grpo"
+aggregation, beta 0.04, k3; 0.17 and 0.18 defaulted to "bnpo", 1.16.0 to "dapo" with beta 0),
+on log-probs already computed (TRL 1.16.0 computes them with its own fused LM head, which
+:mod:`grpo_lab.perf.bench_linear` measures). The torch mirror
 (:mod:`grpo_lab.torch`) has to run within 1.2x of :func:`trl_style_loss` in time and peak memory,
 and its group advantages no slower than :func:`trl_style_advantages` (issue 13). Both are
 written from the description of TRL's code, not copied, and are tested equal to the package's
@@ -46,7 +51,7 @@ def _check_groups(rewards, G, eps):
 
 
 def trl_style_advantages(rewards, G, eps=TRL_EPS):
-    """Group advantages the way TRL's ``GRPOTrainer`` composes them, on a flat torch tensor.
+    """Group advantages the way TRL 1.16.0's ``GRPOTrainer`` composes them, on a flat tensor.
 
     ``rewards`` is (B*G,), the groups side by side. The group statistics are computed on a
     (B, G) view and then *repeated* back to (B*G,) with ``repeat_interleave`` before the
@@ -88,7 +93,7 @@ def _check_loss_batch(logp, old_logp, ref_logp, adv, mask, eps_low, eps_high, be
 
 def trl_style_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None,
                    beta=0.04):
-    r"""The GRPO loss composed as TRL's ``GRPOTrainer._compute_loss`` does, eagerly (a baseline).
+    r"""The GRPO loss of TRL's default up to 0.16, composed eagerly as its ``_compute_loss`` did.
 
     .. math::
 
