@@ -32,7 +32,11 @@ UNCHECKED.update({
     for key in ("start_acc", "favourite", "steps", "final_acc", "entropy_early", "entropy_late",
                 "zero_late", "tail_ratio", "spike_step", "spike_kl", "spike_token", "spike_share",
                 "agree_bad", "agree_good", "collapse_best", "collapse_entropy",
-                "healthy_entropy")})
+                "healthy_entropy", "ratio_lo", "ratio_hi", "ratio_dev", "out_band", "out_side",
+                "clip_second", "final_kl", "top1_share", "top10_share", "top_pct_share",
+                "half_share", "cov_lp_adv", "entropy_before", "entropy_after",
+                "entropy_after_all", "collapse_low", "collapse_low_step", "collapse_high",
+                "collapse_high_step")})
 
 
 def chapter_glue(path):
