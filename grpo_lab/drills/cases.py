@@ -1,7 +1,8 @@
 """One case of a drill checker and its tolerance: what the reader's function is called with,
 what the package's reference gives, and how far an answer may be from it.
 
-The tolerance of an entry is ``k * (sens + u * scale) + u * bound + slack * |expected| + atol``:
+The tolerance of an entry is ``k * (sens + u * scale) + slack * |expected| + atol``, plus
+``u * bound`` where the answer is graded at float64:
 
 ====================  ==========================================================================
 ``u``                 the unit roundoff of the precision graded: the answer's own dtype (float64,
@@ -11,10 +12,12 @@ The tolerance of an entry is ``k * (sens + u * scale) + u * bound + slack * |exp
 ``sens``              how much the reference moves when its float inputs move by ``u``
                       (the conditioning: near-tied rewards, a tiny log-ratio)
 ``k``                 16 units of slack, as a sum of a few rounded terms needs
-``bound``             an error bound, in units of ``u``, that covers every valid formulation of
-                      the statement where they round differently (a log-softmax by
-                      ``np.logaddexp.reduce`` is not one by a max shift: :func:`log_softmax_error`);
-                      it is a worst case already, so ``k`` does not multiply it
+``bound``             at float64, an error bound in units of ``u`` that covers every valid
+                      formulation of the statement where they round differently (a log-softmax
+                      by ``np.logaddexp.reduce`` is not one by a max shift:
+                      :func:`log_softmax_error`); a worst case already, so ``k`` does not
+                      multiply it. At float32 and below the cases themselves say which
+                      formulations keep enough digits (logits near 1000 in float32)
 ``slack``             a relative difference the statement allows (a guard eps of 1e-8 in a
                       count's denominator, as verl's ``masked_mean``)
 ``atol``              an absolute tolerance the statement sets (1e-3 nats; 1e-6 for "an
@@ -52,7 +55,7 @@ class Case:
     entry, as text (default: each same-shaped input at that index, and the scalars).
     ``atol``: an absolute tolerance the statement sets (1e-3 nats; 1e-6 for "an all-equal
     group gives 0"), a number or per entry, added to the rest. ``bound``: a worst-case error,
-    in units of the graded dtype's ``u``, of the valid formulations (a number or per entry).
+    in units of ``u``, of the valid formulations, for float64 grading (a number or per entry).
     """
     where: str
     args: tuple
@@ -144,8 +147,9 @@ def tolerance(case: Case, dtype: str, *, k: float = 16.0, slack: float = 0.0) ->
     u = UNIT_ROUNDOFF[dtype]
     scale = np.abs(case.expected) if case.scale is None else np.abs(case.scale)
     scale = np.broadcast_to(scale, case.expected.shape)
-    return (k * (case.sensitivity(dtype) + u * scale) + u * np.asarray(case.bound)
-            + slack * np.abs(case.expected) + case.atol)
+    bound = u * np.asarray(case.bound, dtype=np.float64) if dtype == "float64" else 0.0
+    return (k * (case.sensitivity(dtype) + u * scale) + bound + slack * np.abs(case.expected)
+            + case.atol)
 
 
 def log_softmax_error(logits, axis: int = -1) -> np.ndarray:

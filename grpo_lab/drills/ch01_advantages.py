@@ -20,11 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
-from grpo_lab.drills.cases import Case, Mistake, full
+from grpo_lab.drills.cases import UNIT_ROUNDOFF, Case, Mistake, full
 from grpo_lab.drills.grading import check_cases, warm_up_package
 from grpo_lab.drills.harness import verdict
 
-__all__ = ["check_group_advantages"]
+__all__ = ["check_group_advantages", "equal_group_note"]
 
 _KEEPDIMS = (" (a group statistic of shape (B,) does not broadcast against (B, G): keep it "
              "(B, 1) with keepdims=True)")
@@ -109,6 +109,44 @@ def _cases(eps):
                                                    f"{[full(v) for v in r[i[0]]]}, eps = {e}"))
 
 
+def equal_group_note(values, reward: float, G: int, eps: float, dtype: str, *,
+                     terms: int = 1) -> str:
+    """What an all-equal group's non-zero advantages show, said from the values themselves:
+    NaN (0 / 0 without eps; the square root of E[x^2] - mean^2 only when that is below 0 for
+    this group in ``dtype``), +-inf (a non-zero deviation over a std of exactly 0, no eps), or
+    values the size of one rounding of the group mean divided by eps; else only that they are
+    not 0. ``terms``: how many normalised rewards an entry sums (chapter 8's steps to go).
+    Shared by chapter 8's checker."""
+    values = np.asarray(values, dtype=np.float64)
+    wide = np.float32 if dtype == "float32" else np.float64
+    if np.isnan(values).any():
+        r = np.full(G, reward, dtype=wide)
+        second = float((r * r).mean() - r.mean() ** 2)           # E[x^2] - mean^2, as written
+        text = (": NaN here is 0 / 0, a deviation of 0 over a std of 0 with no eps to keep "
+                "the denominator above 0; add eps to the std")
+        if second < 0:
+            text += (f". Or, for these rewards, E[x^2] - mean^2 comes out {second:.2g} in "
+                     f"{dtype}, below 0, and its square root is NaN: take the mean of the "
+                     "squared deviations, ((r - mean)**2).mean(-1), or r.std(-1)")
+        return text
+    if np.isinf(values).any():
+        return (": inf is a non-zero deviation over a std of exactly 0 with no eps: the group "
+                "mean of equal rewards came out a rounding away from them. Add eps to the std, "
+                "and subtract each group's first reward before the mean so that the "
+                "deviations are exactly 0")
+    rounding = G * terms * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["float64"]) * abs(reward)
+    size = float(np.abs(values).max())
+    if eps > 0 and 0 < size * eps <= 2 * rounding:
+        return (f": {size:.2g} times eps = {eps:g} is {size * eps:.2g}, the size of a rounding of "
+                f"the group mean of {G} copies of {full(reward)} in {dtype} (up to "
+                f"{rounding:.2g}): the mean came out a rounding away from the rewards, and that "
+                "was divided by a std of 0 plus eps: subtract each group's first reward before "
+                "the mean (the deviations are then exactly 0), or compute in float64")
+    return (f": with no spread there is no signal, yet your entries reach {size:.2g}, more "
+            "than a rounding of the group mean divided by eps explains: look at how the "
+            "deviation and the std are computed for a group with no spread")
+
+
 def _all_equal_gives_zero(case, answer):
     r = case.inputs["rewards"]
     rows = np.flatnonzero((r == r[:, :1]).all(-1))                # the all-equal groups
@@ -118,16 +156,8 @@ def _all_equal_gives_zero(case, answer):
         where = (f"on {case.where} the all-equal group rewards[{b}] = {full(r[b, 0])} x "
                  f"{r.shape[1]} gave {[full(v, answer.dtype) for v in answer.values[b]]}, "
                  "expected 0 (no spread, no signal)")
-        if np.isnan(answer.values[b]).any():
-            return where + (": NaN is the square root of a variance that came out just below "
-                            "0, as E[x^2] - mean^2 does for equal rewards that are not powers "
-                            "of two (three copies of 0.1 give -1.7e-18), or 0 / 0 without eps; "
-                            "take the mean of the squared deviations, ((r - mean)**2).mean(-1), "
-                            "and add eps to the std")
-        return where + (": the group mean of equal rewards can be off by one rounding, and "
-                        "divided by eps that is not small (float32 cannot even see eps = 1e-8 "
-                        "beside 0.1); compute in float64, or subtract each group's first "
-                        "reward before the mean")
+        return where + equal_group_note(answer.values[b], float(r[b, 0]), r.shape[1],
+                                        case.inputs["eps"], answer.dtype)
     return None
 
 

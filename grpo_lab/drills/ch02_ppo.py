@@ -178,14 +178,28 @@ def _surrogate_cases():
 
 
 def _finite(case, answer):
-    if not np.isfinite(answer.values).all():
-        i = tuple(int(j) for j in np.argwhere(~np.isfinite(answer.values))[0])
-        return (f"on {case.where} entry {list(i)} is {answer.values[i]} for logp - old_logp = "
-                f"{float(case.inputs['logp'][i] - case.inputs['old_logp'][i])!r} and A = "
-                f"{float(case.inputs['adv'][i])!r}: exp(800) is inf, and inf * A with A = 0 is "
-                "NaN. "
-                "Clamp the log-ratio before exp (verl clamps it to [-20, 20])")
-    return None
+    """A non-finite loss entry, and what that entry's inputs show of where it came from: exp
+    of the log-ratio overflowing only where the log-ratio is beyond exp's range in the answer's
+    dtype; inf times A = 0 only where A is 0 there and the entry is NaN; else neither."""
+    bad = ~np.isfinite(answer.values)
+    if not bad.any():
+        return None
+    i = tuple(int(j) for j in np.argwhere(bad)[0])
+    value = answer.values[i]
+    d = float(case.inputs["logp"][i] - case.inputs["old_logp"][i])
+    a = float(case.inputs["adv"][i])
+    text = (f"on {case.where} entry {list(i)} is {value} for logp - old_logp = {d!r} and "
+            f"A = {a!r}")
+    name = "float32" if answer.dtype == "float32" else "float64"
+    limit = float(np.log(np.finfo(name).max))
+    if abs(d) <= limit:
+        return text + (f": exp of that log-ratio is finite in {name}, so look for a 0 / 0, "
+                       "an inf - inf or a log of 0 in the formula")
+    said = (f": exp({d:.0f}) is beyond the largest {name} (exp({limit:.1f})), so the ratio "
+            "overflowed to " + ("inf" if d > 0 else "0"))
+    if np.isnan(value) and a == 0 and d > 0:
+        said += ", and inf * A with A = 0 is NaN"
+    return text + said + ". Clamp the log-ratio before exp (verl clamps it to [-20, 20])"
 
 
 def check_clipped_surrogate(fn, *, verbose=True) -> bool:

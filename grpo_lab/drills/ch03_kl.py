@@ -3,11 +3,11 @@ the k3 loss term.
 
 Neither statement fixes a dtype: a float32 answer is graded to float32's precision, against
 the size of the terms it subtracts (``|expm1(r)| + |r|`` for k3, the probabilities for the
-gradient). The gradient's tolerance also covers how the valid answers round differently: its
-log-softmax taken by ``np.logaddexp.reduce``, by a max shift or by torch, then the closed form
-``pi - pi_ref`` or the chain rule term by term (:func:`gradient_error`), so no right way of
-writing it is refused on peaked policies, while an answer that loses digits beyond that
-(finite differences, a float32 step) is.
+gradient). At float64 the gradient's tolerance also covers how the valid answers round
+differently: the log-softmax by ``np.logaddexp.reduce``, by a max shift or by torch, then
+the closed form ``pi - pi_ref`` or the chain rule term by term (:func:`gradient_error`), so no
+right way of writing it is refused on peaked policies, while an answer that loses digits
+beyond that (finite differences, a float32 step) is.
 """
 
 from __future__ import annotations

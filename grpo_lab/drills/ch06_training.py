@@ -186,9 +186,31 @@ def _gradient(case, answer):
             got is not None) else None
         detail = "" if i is None else (f" (d loss / d logp{list(i)} is {full(got[i])}, "
                                        f"expected {full(want[i])})")
-        return (f"on {case.where} the value is right but its gradient is not{detail}: part of "
-                "the loss does not reach logp (a .detach(), .data or .item() inside it?)")
+        return (f"on {case.where} the value is right but its gradient is not{detail}"
+                + _gradient_note(case, got, want, grad_tol))
     return None
+
+
+def _gradient_note(case, got, want, tol) -> str:
+    """What a wrong gradient shows, from the gradient itself: the policy term's gradient
+    alone (the KL term cut off from logp), the KL term's alone, or none where some is
+    expected; else no cause is named."""
+    if got is None:
+        return ": logp has no gradient after loss.backward()"
+    logp, old, ref, adv, mask, eps, beta = case.inputs["arrays"]
+    policy = _reference(logp, old, ref, adv, mask, eps, 0.0)[1]        # (N, T), beta = 0
+    kl = want - policy
+    if beta and close(got, policy, tol).all() and not close(kl, 0, tol).all():
+        return (": it is the policy term's gradient alone, so the KL term's value is in the "
+                "loss but it does not reach logp (a .detach(), .data or .item() on its input?)")
+    if close(got, kl, tol).all() and not close(policy, 0, tol).all():
+        return (": it is the KL term's gradient alone, so the policy term's value is in the "
+                "loss but it does not reach logp (a .detach(), .data or .item() on its input?)")
+    zero = (got == 0) & ~close(want, 0, tol)
+    if zero.any():
+        return (f": {int(zero.sum())} entries get exactly 0 where the loss depends on them, so "
+                "their part of the loss does not reach logp")
+    return ": the loss's value and the path autograd takes from it to logp disagree"
 
 
 def check_grpo_loss(fn, *, verbose=True) -> bool:

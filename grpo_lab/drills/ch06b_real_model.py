@@ -5,10 +5,13 @@ is the full batch's, and a sequence-level importance-sampling weight.
 The inputs are torch tensors (the chapter's model is a Hugging Face causal LM); torch is
 imported when a checker runs, not before. The answers are graded against NumPy references in
 float64, at the precision of the answer's dtype (a float32 answer to float32 logits is graded
-at float32's), with hints that name the usual mistakes: no shift or the shift the wrong way,
-the prompt or post-EOS tokens in the mask, the EOS left out, a log of a softmax that
-underflowed, the entropy's sign, padding in a mean, a per-micro-batch mean, a gradient zeroed
-inside the loop, a token-level weight where the sequence's is asked, no cap.
+at float32's). At float64 the log-probs' and the entropy's tolerances add a bound on how the
+valid formulations round: a log-softmax by ``np.logaddexp.reduce`` as much as by a max
+shift, and TRL's ``logsumexp(z) - sum p z`` for the entropy. The hints name the usual
+mistakes: no shift or the shift the wrong way, the prompt or post-EOS tokens in the mask, the
+EOS left out, a log of a softmax that underflowed, the entropy's sign, padding in a mean, a
+per-micro-batch mean, a gradient zeroed inside the loop, a token-level weight where the
+sequence's is asked, no cap.
 
 =====================================  ===========================================================
 checker                                the reader writes
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_lab.drills.cases import Case, Mistake, close, full
+from grpo_lab.drills.cases import Case, Mistake, close, full, log_softmax_error
 from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 
@@ -115,9 +118,11 @@ def _lp_cases():
         spread = np.abs(wide - wide.max(-1, keepdims=True)).max(-1)        # (N, L)
         scale = np.abs(expected) + np.abs(wide).max(-1) + spread + np.log(V)
         mask = completion_mask(ids, P, eos)
+        token_error = np.take_along_axis(log_softmax_error(wide[:, :-1]), ids[:, 1:, None],
+                                         -1)[..., 0]                        # (N, L - 1)
         yield Case(where, (torch.from_numpy(logits), torch.from_numpy(ids), P, eos), expected,
                    inputs={"logits": wide, "ids": ids, "P": P, "eos": eos, "pad": pad},
-                   scale=scale,
+                   scale=scale, bound=np.pad(token_error, ((0, 0), (1, 0))) * mask,
                    show=lambda i, ids=ids, P=P, eos=eos, mask=mask: (
                        f"input_ids[{i[0]}] = {ids[i[0]].tolist()}, prompt_len = {P}, eos_id = "
                        f"{eos}; position {i[1]} is {'in' if mask[i] else 'outside'} the "
@@ -201,18 +206,39 @@ def _lp_mistakes():
     ]
 
 
+def _narrowest(case, answer) -> type:
+    """The narrowest float dtype the answer may have computed in: its own, or its logits'."""
+    given = str(np.asarray(case.args[0].detach()).dtype) if hasattr(case.args[0], "detach") \
+        else "float64"
+    return np.float32 if "float32" in (answer.dtype, given) else np.float64
+
+
 def _lp_finite(case, answer):
+    """A non-finite log-prob, and what this entry shows of where it came from: -inf from a
+    probability that underflowed only where the exact log-prob is below the log of the dtype's
+    smallest normal; an overflowing exp only where that position's logits are beyond exp's
+    range; else neither is named."""
     bad = ~np.isfinite(answer.values)
     if not bad.any():
         return None
     i = tuple(int(j) for j in np.argwhere(bad)[0])
-    value = answer.values[i]
-    if value == -np.inf:
-        return (f"on {case.where} entry {list(i)} is -inf: the log of a softmax that "
-                "underflowed to 0 (a probability of e^-120 is below float32's smallest number). "
-                "Take log_softmax (z - logsumexp(z)), never log(softmax(z))")
-    return (f"on {case.where} entry {list(i)} is {value}: exp of a large logit overflowed "
-            "(float32 stops near exp(88)). Subtract the max before exp, or use log_softmax")
+    value, exact = answer.values[i], float(case.expected[i])
+    dtype = _narrowest(case, answer)
+    info, name = np.finfo(dtype), np.dtype(dtype).name
+    text = f"on {case.where} entry {list(i)} is {value}, where the exact log-prob is {exact:.4g}"
+    top = float(np.abs(case.inputs["logits"][i[0], i[1] - 1]).max()) if i[1] > 0 else 0.0
+    if value == -np.inf and exact < np.log(info.tiny):
+        return text + (f", below {np.log(info.tiny):.1f}, the log of the smallest normal "
+                       f"{name}: that probability underflows to 0 in {name}, and -inf is the "
+                       "log of a softmax that underflowed to 0. Take log_softmax (z - "
+                       "logsumexp(z)), never log(softmax(z))")
+    if value != -np.inf and top > np.log(info.max):
+        return text + (f", and the logits at that position reach {top:.0f}, beyond "
+                       f"{np.log(info.max):.1f}, the log of the largest {name}: exp of such a "
+                       "logit overflowed to inf. Subtract the max before exp, or use "
+                       "log_softmax")
+    return text + (f": no probability underflows and no exp overflows in {name} at that "
+                   "position, so look for a log of 0 or a 0 / 0 in the formula")
 
 
 def check_completion_logprobs(fn, *, verbose=True) -> bool:
@@ -239,6 +265,23 @@ def check_completion_logprobs(fn, *, verbose=True) -> bool:
 def _token_entropy(z):
     lp = _log_softmax(z)
     return -(np.exp(lp) * lp).sum(-1)                                      # (N, T) nats
+
+
+def _entropy_error(z):
+    """A bound, in units of ``u``, on a token entropy's rounding over its valid formulations,
+    (N, T): ``-sum p log p`` from a log-softmax off by ``E`` (:func:`log_softmax_error`) is off
+    by ``sum p E (|log p| + 1)``; TRL's ``logsumexp(z) - sum p z`` with ``p`` from that same
+    logsumexp is off by the logsumexp's error ``E_lse`` times ``1 + sum p |z|`` (the sum moves
+    with every ``p``), plus ``V + 2`` roundings of terms up to ``|lse| + max|z|``."""
+    z = np.asarray(z, dtype=np.float64)
+    V = z.shape[-1]
+    lp = _log_softmax(z)
+    p, top = np.exp(lp), np.abs(z).max(-1)                                 # (N, T, V), (N, T)
+    E = log_softmax_error(z)
+    lse_error = (V + 3) * (top + np.log(V) + 2)                             # (N, T)
+    direct = (p * E * (np.abs(lp) + 1)).sum(-1)
+    trl = lse_error * (1 + (p * np.abs(z)).sum(-1)) + (V + 2) * 2 * (top + np.log(V) + 1)
+    return np.maximum(direct, trl)
 
 
 def _masked_mean(x, mask):
@@ -273,6 +316,7 @@ def _ent_cases():
         yield Case(where, (torch.from_numpy(z), torch.from_numpy(mask)), _masked_mean(H, mask),
                    inputs={"logits": wide, "mask": mask},
                    scale=_masked_mean(H, mask) + spread + np.abs(wide).max() + 1,
+                   bound=_masked_mean(_entropy_error(wide), mask),
                    show=lambda i, mask=mask: f"lengths {mask.sum(1).tolist()}")
 
 
@@ -306,11 +350,32 @@ def _ent_mistakes():
 
 
 def _ent_finite(case, answer):
+    """A non-finite entropy, and what this case's logits show of where it came from: 0 * -inf
+    only where some probability is below the dtype's smallest normal; an overflowing exp only
+    where a logit is beyond exp's range; else neither is named."""
     if np.isfinite(answer.values).all():
         return None
-    return (f"on {case.where} the entropy is {answer.values.item()}: p * log(p) is 0 * -inf = "
-            "NaN where a probability underflowed to 0, or exp of a large logit overflowed. "
-            "Compute log p = log_softmax(z) (finite), then -(exp(log p) * log p).sum(-1)")
+    dtype = _narrowest(case, answer)
+    info, name = np.finfo(dtype), np.dtype(dtype).name
+    z, mask = case.inputs["logits"], case.inputs["mask"]
+    low = float(_log_softmax(z)[mask].min())
+    top = float(np.abs(z[mask]).max())
+    text = f"on {case.where} the entropy is {answer.values.item()}"
+    causes = []
+    if low < np.log(info.tiny):
+        causes.append(f"some probabilities here are exp({low:.0f}), below the smallest normal "
+                      f"{name}, so such a p underflows to 0 and p * log(p) is then 0 * -inf = NaN")
+    if top > np.log(info.max):
+        causes.append(f"these logits reach {top:.0f}, beyond {np.log(info.max):.1f}, the log "
+                      f"of the largest {name}, where exp of an unshifted logit overflows to inf "
+                      "(and inf / inf is NaN)")
+    if not causes:
+        return text + (f": no probability underflows and no exp overflows in {name} on these "
+                       "logits, so look for a log of 0 or a 0 / 0 in the formula")
+    said = causes[0] if len(causes) == 1 else (
+        "two things give NaN on these logits: " + "; or ".join(causes))
+    return text + ": " + said + (". Compute log p = log_softmax(z) (finite), then "
+                                 "-(exp(log p) * log p).sum(-1)")
 
 
 def check_masked_entropy(fn, *, verbose=True) -> bool:
@@ -588,11 +653,30 @@ def _is_mistakes():
 
 
 def _is_finite(case, answer):
-    if np.isfinite(answer.values).all():
+    """A non-finite weight, and what its sequence shows: exp of the summed log-ratio
+    overflowing only where that sum is beyond exp's range; else neither is named."""
+    bad = ~np.isfinite(answer.values)
+    if not bad.any():
         return None
-    return (f"on {case.where} a weight is {answer.values[~np.isfinite(answer.values)][0]}: "
-            "exp of a sum of hundreds of log-ratios overflows, and inf - inf or 0 * inf is "
-            "NaN. Cap the log-ratio at log(cap) before exp")
+    n = int(np.argwhere(bad.reshape(-1))[0][0])
+    value = answer.values.reshape(-1)[n]
+    mask = case.inputs["mask"]
+    d = np.where(mask, case.inputs["old"] - case.inputs["sampler"], 0.0)
+    total, top = float(d[n].sum()), float(np.abs(d[n]).max())
+    name = "float32" if answer.dtype == "float32" else "float64"
+    limit = float(np.log(np.finfo(name).max))
+    text = (f"on {case.where} the weight of sequence {n} is {value}, for a sum of its "
+            f"log-ratios of {total:.6g}")
+    if abs(total) > limit:
+        return text + (f", beyond {limit:.1f}, the log of the largest {name}: exp of that sum "
+                       "overflows" + (", and inf - inf or 0 * inf is NaN" if np.isnan(value)
+                                      else "") + ". Cap the log-ratio at log(cap) before exp")
+    if top > limit:
+        return text + (f", but one token's log-ratio reaches {top:.0f}, beyond {limit:.1f}: a "
+                       "product of per-token ratios overflows where their sum does not. Sum "
+                       "the log-ratios, then cap the sum at log(cap) before exp")
+    return text + (f": exp of that sum is finite in {name}, so look for a 0 / 0, an inf - inf "
+                   "or a log of 0 in the formula")
 
 
 def check_sequence_is_weight(fn, *, verbose=True) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 
 from grpo_lab.core.process import process_advantages
 from grpo_lab.drills.cases import Case, Mistake, full
+from grpo_lab.drills.ch01_advantages import equal_group_note
 from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 
@@ -103,12 +104,14 @@ def _mistakes():
 
 
 def _all_equal_gives_zero(case, answer):
-    real = case.inputs["rewards"][case.inputs["mask"]]
+    mask = case.inputs["mask"]
+    real = case.inputs["rewards"][mask]
     if np.all(real == real[0]) and not np.all(np.abs(answer.values) <= _EXACT_ZERO):
         return (f"on {case.where} every real step's reward is {full(real[0])}, and you gave "
                 f"{[full(v, answer.dtype) for v in answer.values.ravel()[:6]]}, expected 0 "
-                "everywhere: with no spread there is no signal (NaN is 0 / 0 without eps, or "
-                "the square root of a variance just below 0 from E[x^2] - mean^2)")
+                "everywhere (no spread, no signal)"
+                + equal_group_note(answer.values[mask], float(real[0]), real.size, 1e-8,
+                                   answer.dtype, terms=mask.shape[1]))
     return None
 
 

@@ -119,7 +119,7 @@ _ADVANTAGES = Drill("check_group_advantages", 1, rights=(
     Wrong("float32 arithmetic without the shift (garbage on equal groups)",
           lambda r, eps=1e-8: (lambda x: (x - x.mean(-1, keepdims=True))
                                / (x.std(-1, keepdims=True) + np.float32(eps)))(
-              np.asarray(r, np.float32)), "not small"),
+              np.asarray(r, np.float32)), "a rounding away from the rewards"),
     Wrong("float32 arithmetic returned as float64",
           lambda r, eps=1e-8: _adv_float32(r, eps).astype(np.float64), "float32 rounding"),
     Wrong("an endless loop", _adv_hangs, "did not finish"),
