@@ -84,6 +84,8 @@ Where each name is taught:
 ``gl.kl_grad_logp``             chapter 8, each KL estimator's gradient with respect to logp
 ``gl.kl_shaped_rewards``        chapter 8, verl's KL in the reward, before group normalisation
 ``gl.process_advantages``       chapter 8, DeepSeekMath's process-supervision advantages
+``gl.neighbours``               chapter 8, GRPO's neighbours one line away (REINFORCE++, ReMax,
+                                RLOO, CISPO, SAPO, GSPO) and ``gl.neighbours.table()``
 ``gl.steps_to_tokens``          chapter 8, per-step values spread over each step's tokens
 ``gl.show_source``              every chapter: shows the package's real code
 ``gl.book``                     each chapter's figures and sliders (``gl.book.ch01`` ...)
@@ -105,6 +107,7 @@ from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
 from grpo_lab.core.kl_production import kl_grad_logp, kl_k3_plus, kl_shaped_rewards
 from grpo_lab.core.loss import grpo_diagnostics, grpo_loss
 from grpo_lab.core.process import process_advantages, steps_to_tokens
+from grpo_lab.core.paper import neighbours as _paper_neighbours  # noqa: F401 (gl.paper.neighbours)
 from grpo_lab.core.surrogate import (LEVELS, MAX_LOG_RATIO, clipped_surrogate_loss, sequence_ratio,
                                      surrogate_from_ratio, surrogate_grad_logp)
 from grpo_lab.numerics.error_table import ErrorRow, ErrorTable, error_table
@@ -168,6 +171,7 @@ _MODULES = {
     "paper": "grpo_lab.core.paper",
     "hf": "grpo_lab.hf",
     "math_verifier": "grpo_lab.rl.math_verifier",
+    "neighbours": "grpo_lab.core.neighbours",
 }
 __all__ += [name for name in _MODULES if name not in __all__]
 
