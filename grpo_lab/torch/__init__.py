@@ -42,6 +42,7 @@ from grpo_lab.torch.surrogate import (MAX_LOG_RATIO, clip_bounds, clipped_surrog
                                       probability_ratio, sequence_ratio)
 from grpo_lab.torch.fused_linear import fused_linear_grpo_loss
 from grpo_lab.core.surrogate import LEVELS
+from grpo_lab.torch import neighbours  # glt.neighbours: CISPO, SAPO, REINFORCE++, ReMax
 
 #: The names ``grpo_loss(kl=...)`` takes; the same dict of public functions as the NumPy core's.
 KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "k3+": kl_k3_plus}
@@ -52,4 +53,4 @@ __all__ = ["AGGREGATIONS", "DIAGNOSTICS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RA
            "clipped_surrogate_loss", "diagnostic_means", "diagnostic_sums", "divide_or_zero",
            "fused_linear_grpo_loss", "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3", "kl_k3_plus",
            "power_of_two_rescale", "probability_ratio", "row_weights", "sequence_ratio",
-           "std_from_deviations"]
+           "std_from_deviations", "neighbours"]
