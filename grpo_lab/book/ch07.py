@@ -5,7 +5,9 @@
 * ``ratio_figure``: each implementation's median time from ``python -m grpo_lab.bench`` as a
   multiple of a memory copy of the same size;
 * ``roofline_figure``: the roofline ``min(P, I W)`` (:func:`grpo_lab.perf.roofline.attainable`)
-  with measured kernels placed under it.
+  with measured kernels placed under it;
+* ``decode_figure`` and its slider ``decode_explorer``: the cost model of one GRPO step
+  (:mod:`grpo_lab.perf.cost_model`), decode intensity against the ridge and the stages' seconds.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 
 from grpo_lab.perf.roofline import attainable
 
-__all__ = ["ratio_figure", "roofline_figure", "step_figure"]
+__all__ = ["decode_explorer", "decode_figure", "ratio_figure", "roofline_figure", "step_figure"]
 
 
 def step_figure(times, *, title=None, fig=None):
@@ -111,3 +113,82 @@ def roofline_figure(bandwidth, peak_flops, points, *, title=None, fig=None):
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def decode_figure(batch=64, T=1024, prompt_len=256, *, model=None, fig=None):
+    """The cost model at ``batch`` sequences per inference engine (one engine per GPU).
+
+    Left: a decode step's arithmetic intensity against the batch (the weight GEMMs: ``b``
+    flop/byte in bf16), with the H100 and H200 ridge points and the crossover batch once the
+    KV cache at the mean context is read too. Right: one GRPO step's stages on each GPU
+    (:func:`grpo_lab.perf.cost_model.grpo_step_cost`, ``prompts = batch / 8``, G = 8).
+    Arithmetic on datasheet figures, labelled so. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from grpo_lab.perf import cost_model as cm
+    from grpo_lab.perf.roofline import H100_SXM, H200_SXM
+
+    model = model or cm.QWEN25_7B
+    if fig is None:
+        fig = plt.figure(figsize=(11, 4.8))
+    fig.clear()
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
+    b = np.logspace(0, 4, 200)
+    left.loglog(b, cm.decode_intensity(b), "k-", lw=2, label="decode weight GEMMs: b flop/byte")
+    mean_len = cm.completion_lengths(max(1, batch), T).mean()
+    context = prompt_len + mean_len / 2                      # a decode step's mean context
+    titles = []
+    for gpu, colour in ((H100_SXM, "tab:blue"), (H200_SXM, "tab:orange")):
+        ridge = cm.ridge_point(gpu)
+        short = gpu.name.split(" (")[0]
+        left.axhline(ridge, color=colour, ls=":", lw=1.5, label=f"{short} ridge {ridge:.0f}")
+        cross = cm.crossover_batch(model, gpu, context)
+        if np.isfinite(cross):
+            left.axvline(cross, color=colour, ls="--", lw=1,
+                         label=f"{short} crossover with KV: b = {cross:.0f}")
+        titles.append(f"{short} {'never' if not np.isfinite(cross) else f'b > {cross:.0f}'}")
+    left.axvline(batch, color="k", lw=1)
+    left.text(batch * 1.1, 1.5, f"b = {batch}", fontsize=8)
+    left.set_xlabel("sequences decoded together per engine, b")
+    left.set_ylabel("flop per byte moved")
+    left.set_title("Arithmetic: decode turns compute-bound at\n" + ", ".join(titles), fontsize=9)
+    left.legend(fontsize=7, loc="upper left")
+    G = 8
+    bottoms = np.zeros(2)
+    costs = [cm.grpo_step_cost(model, gpu, prompts=max(1, batch // G), G=G, T=T,
+                               prompt_len=prompt_len) for gpu in (H100_SXM, H200_SXM)]
+    stages = list(costs[0])
+    colours = plt.get_cmap("tab10")(np.arange(len(stages)))
+    for stage, colour in zip(stages, colours):
+        widths = np.array([c[stage] for c in costs])
+        right.barh([1, 0], widths, left=bottoms, color=colour, label=stage)
+        bottoms += widths
+    for y, total in zip((1, 0), bottoms):
+        right.text(total * 1.01, y, f"{total:.1f} s", va="center", fontsize=8)
+    right.set_yticks([1, 0])
+    right.set_yticklabels(["H100 SXM", "H200 SXM"])
+    right.set_xlim(0, bottoms.max() * 1.2)
+    right.set_xlabel(f"seconds per GRPO step (arithmetic), {model.name}, b = {batch}, "
+                     f"T = {T}", fontsize=8)
+    gen = [c["decode: weights"] + c["decode: KV cache"] + c["prefill"] for c in costs]
+    train = [c["reference forward"] + c["old-logp forward"] + c["policy forward + backward"]
+             for c in costs]
+    right.set_title(f"Rollout {gen[0]:.1f} s vs training {train[0]:.1f} s on an H100 "
+                    f"({gen[1]:.1f} vs {train[1]:.1f} on an H200)", fontsize=9)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
+    fig.tight_layout()
+    return fig
+
+
+def decode_explorer(batch=64):
+    """A slider over the sequences per engine for :func:`decode_figure`. Live in Jupyter; on
+    the static site over the grid 8 ... 1024."""
+    import ipywidgets as w
+
+    from grpo_lab.book.sliders import explorer
+
+    grid = sorted({8, 16, 32, 64, 128, 256, 512, 1024, int(batch)})
+    controls = {"batch": w.SelectionSlider(options=grid, value=int(batch),
+                                           description="b per engine")}
+    return explorer(decode_figure, controls, grid={"batch": grid})

@@ -66,3 +66,29 @@ def test_step_figure_shows_each_stage_share_and_names_the_largest():
     assert "policy backward takes the most time" in ax.get_title()
     assert "100 ms" in ax.get_xlabel()
     assert ch07.step_figure(times, fig=fig, title="T") is fig and fig.axes[0].get_title() == "T"
+
+
+def test_decode_figure_marks_the_ridges_and_the_crossovers_the_model_computes():
+    from grpo_lab.perf import cost_model as cm
+    fig = ch07.decode_figure(64, T=256, prompt_len=64)
+    left, right = fig.axes[:2]
+    ridges = sorted(line.get_ydata()[0] for line in left.get_lines()
+                    if line.get_linestyle() == ":")
+    assert ridges == pytest.approx(sorted([cm.ridge_point(gl.roofline.H100_SXM),
+                                           cm.ridge_point(gl.roofline.H200_SXM)]))
+    context = 64 + cm.completion_lengths(64, 256).mean() / 2
+    cross = cm.crossover_batch(cm.QWEN25_7B, gl.roofline.H200_SXM, context)
+    assert f"H200 SXM b > {cross:.0f}" in left.get_title()
+    # the bars of each GPU add up to the model's step total
+    cost = cm.grpo_step_cost(cm.QWEN25_7B, gl.roofline.H100_SXM, prompts=8, G=8, T=256,
+                             prompt_len=64)
+    h100 = sum(p.get_width() for p in right.patches if p.get_y() + p.get_height() / 2 == 1)
+    assert h100 == pytest.approx(sum(cost.values()))
+    assert "arithmetic" in right.get_xlabel() and "Rollout" in right.get_title()
+    assert ch07.decode_figure(128, T=64, fig=fig) is fig
+
+
+def test_decode_explorer_is_a_slider_over_the_batch():
+    ex = ch07.decode_explorer(64, )
+    assert list(ex.controls) == ["batch"] and 64 in ex.controls["batch"].options
+    assert ex.controls["batch"].options[0] == 8 and ex.controls["batch"].options[-1] == 1024
