@@ -78,6 +78,8 @@ Where each name is taught:
 ``gl.group_advantages_fast``    chapter 7, the blocked fast path, equal to the reference
 ``gl.bench``                    chapter 7, ``python -m grpo_lab.bench``: each vs a memory copy
 ``gl.roofline``                 chapter 7, the roofline, bytes moved, GPU arithmetic
+``gl.cost_model``, ``gl.cost_memory``  chapter 7, the cost model of a GRPO step (time, memory)
+``gl.hf_profile``               chapter 7, chapter 6b's Hugging Face step timed stage by stage
 ``gl.loss_fused``               chapter 7, the fused torch GRPO loss (one sweep, one gradient)
 ``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
 ``gl.kl_k3_plus``               chapter 8, verl's straight-through k3+ (k3's value, k2's gradient)
@@ -161,6 +163,9 @@ _MODULES = {
     "bench": "grpo_lab.perf.bench",
     "roofline": "grpo_lab.perf.roofline",
     "step_profile": "grpo_lab.perf.step_profile",
+    "cost_model": "grpo_lab.perf.cost_model",
+    "cost_memory": "grpo_lab.perf.cost_memory",
+    "hf_profile": "grpo_lab.perf.hf_profile",
     "bench_linear": "grpo_lab.perf.bench_linear",
     "triton_kernels": "grpo_lab.torch.triton_kernels",
     "loss_fused": "grpo_lab.perf.loss_fused",
