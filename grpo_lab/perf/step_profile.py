@@ -1,5 +1,4 @@
-r"""Where the time and memory of one GRPO step go: measured on chapter 6's tiny policy, and by
-arithmetic at 7B scale.
+r"""Where the time of one GRPO step goes, measured on chapter 6's tiny policy.
 
 Taught in chapter 7 (``chapters/07_performance.ipynb``). A GRPO step (chapter 6,
 :func:`grpo_lab.rl.train.grpo_step`) has these stages; :func:`time_grpo_step` times each:
@@ -15,8 +14,8 @@ Taught in chapter 7 (``chapters/07_performance.ipynb``). A GRPO step (chapter 6,
 ``optimizer``      the gradient clip and Adam's step
 =================  =========================================================================
 
-:func:`step_arithmetic` does the same bookkeeping for a 7B model on a GPU's datasheet figures:
-estimates from the byte and flop counts, labelled as such, not measurements.
+The same step on a Hugging Face model is :func:`grpo_lab.perf.hf_profile.time_hf_step`; at 7B
+scale on a GPU, by arithmetic, :func:`grpo_lab.perf.cost_model.grpo_step_cost`.
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from dataclasses import dataclass
 
-__all__ = ["STAGES", "ModelShape", "QWEN_7B", "step_arithmetic", "time_grpo_step"]
+__all__ = ["STAGES", "time_grpo_step"]
 
 STAGES = ("generation", "rewards", "advantages", "ref forward", "policy forward", "loss",
           "policy backward", "optimizer")
@@ -82,53 +80,10 @@ def time_grpo_step(run, repeats=3):
     return {stage: statistics.median(ts) for stage, ts in times.items()}, shapes
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """The sizes that set a GRPO step's cost: parameters, layers, width and vocabulary."""
-    name: str
-    params: float
-    n_layer: int
-    d_model: int
-    vocab: int
-    kv_bytes_per_token: float       # the KV cache one token keeps (all layers), bf16
-
-
-#: A 7B model shaped like Qwen2.5-7B (28 layers, width 3584, 4 KV heads of 128, vocabulary
-#: 152064): its KV cache per token is 2 (K, V) x 28 x 4 x 128 x 2 bytes = 57 KB.
-QWEN_7B = ModelShape("7B (Qwen2.5-7B shape)", 7.6e9, 28, 3584, 152064, 2 * 28 * 4 * 128 * 2)
-
-
-def step_arithmetic(model, gpu, *, prompts=64, G=8, T=1024, prompt_len=256, bf16_flops=989e12,
-                    mfu=0.4):
-    """Arithmetic, not measurement: the time and memory of one GRPO step's stages at this scale.
-
-    ``gpu`` is a :class:`grpo_lab.perf.roofline.GPU` (datasheet bandwidth); ``bf16_flops`` its
-    dense bf16 tensor-core peak (989 TFLOP/s on the H100 and H200 SXM datasheets) and ``mfu``
-    the fraction of it a well-tuned training step reaches (an assumption). N = prompts * G.
-
-    * generation: T decode steps, each reading the bf16 weights and the KV cache of all N
-      sequences once (memory-bound: bytes / bandwidth);
-    * policy forward + backward: 6 flops per parameter per token (2 forward, 4 backward), at
-      ``mfu`` of the peak; the reference's forward: 2 per parameter per token;
-    * the logits: N T V float32 values, if held at once (eager code holds them, and their
-      log-softmax, until the backward pass);
-    * the loss: :func:`grpo_lab.perf.roofline.loss_min_bytes` at the bandwidth.
-
-    Returns ``{stage: (seconds, bytes held)}``; bytes held is None where it is not the point.
-    """
-    from grpo_lab.perf.roofline import loss_min_bytes
-    N = prompts * G
-    weights = 2 * model.params                                        # bf16
-    mean_context = prompt_len + T / 2
-    decode_bytes = T * (weights + N * mean_context * model.kv_bytes_per_token)
-    tokens = N * (prompt_len + T)
-    achieved = mfu * bf16_flops
-    logits_bytes = N * T * model.vocab * 4
-    return {
-        "generation": (decode_bytes / gpu.hbm_bytes_per_s, N * (prompt_len + T)
-                       * model.kv_bytes_per_token),
-        "ref forward": (2 * model.params * tokens / achieved, None),
-        "policy forward + backward": (6 * model.params * tokens / achieved, None),
-        "logits (N, T, V) float32": (2 * logits_bytes / gpu.hbm_bytes_per_s, logits_bytes),
-        "loss (eager floor)": (loss_min_bytes(N, T) / gpu.hbm_bytes_per_s, None),
-    }
+def __getattr__(name):
+    if name in ("step_arithmetic", "ModelShape", "QWEN_7B"):
+        raise AttributeError(f"grpo_lab.perf.step_profile.{name} was replaced by the cost model "
+                             f"in grpo_lab.perf.cost_model (gl.cost_model.grpo_step_cost, "
+                             f"gl.cost_model.QWEN25_7B): it costed generation at full bandwidth "
+                             f"with no compute term and training at 40% of peak")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

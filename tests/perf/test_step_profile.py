@@ -1,12 +1,12 @@
-"""Where a GRPO step's time goes: every stage of the tiny policy's step is timed, and the 7B
-arithmetic works out by hand (bytes / bandwidth, flops / achieved flop/s)."""
+"""Where a GRPO step's time goes: every stage of the tiny policy's step is timed (the 7B
+arithmetic is the cost model's, tests/perf/test_cost_model.py)."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import grpo_lab as gl  # noqa: E402
-from grpo_lab.perf import roofline, step_profile  # noqa: E402
+from grpo_lab.perf import step_profile  # noqa: E402
 
 
 def test_every_stage_of_a_small_step_is_timed_and_the_optimizer_steps():
@@ -20,25 +20,7 @@ def test_every_stage_of_a_small_step_is_timed_and_the_optimizer_steps():
     assert int(run.optimizer.state[first]["step"]) == 1              # one real update ran
 
 
-def test_7b_arithmetic_by_hand():
-    model, gpu = step_profile.QWEN_7B, roofline.H100_SXM
-    est = step_profile.step_arithmetic(model, gpu, prompts=2, G=4, T=10, prompt_len=6,
-                                       bf16_flops=1e15, mfu=0.5)
-    N, tokens = 8, 8 * 16
-    seconds, held = est["logits (N, T, V) float32"]
-    assert held == N * 10 * model.vocab * 4                          # N T V float32
-    assert seconds == pytest.approx(2 * held / gpu.hbm_bytes_per_s)  # written and read
-    assert est["policy forward + backward"][0] == pytest.approx(6 * model.params * tokens / 5e14)
-    assert est["ref forward"][0] == pytest.approx(2 * model.params * tokens / 5e14)
-    decode = 10 * (2 * model.params + N * (6 + 5) * model.kv_bytes_per_token)
-    assert est["generation"][0] == pytest.approx(decode / gpu.hbm_bytes_per_s)
-    assert model.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2         # K and V, bf16
-
-
-def test_the_h200_speeds_up_the_memory_bound_stages_only():
-    h100 = step_profile.step_arithmetic(step_profile.QWEN_7B, roofline.H100_SXM)
-    h200 = step_profile.step_arithmetic(step_profile.QWEN_7B, roofline.H200_SXM)
-    for stage in ("generation", "logits (N, T, V) float32", "loss (eager floor)"):
-        assert h100[stage][0] / h200[stage][0] == pytest.approx(4.8 / 3.35)
-    for stage in ("ref forward", "policy forward + backward"):
-        assert h100[stage][0] == h200[stage][0]
+@pytest.mark.parametrize("name", ["step_arithmetic", "ModelShape", "QWEN_7B"])
+def test_the_old_7b_arithmetic_says_where_the_cost_model_is(name):
+    with pytest.raises(AttributeError, match=r"replaced by the cost model in grpo_lab\.perf\.cost_model"):
+        getattr(step_profile, name)
