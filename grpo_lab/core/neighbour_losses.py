@@ -53,14 +53,11 @@ def check_sapo_options(tau_pos, tau_neg):
 
 def check_neighbour_loss_arguments(logp, old_logp, adv):
     """``(logp, old_logp, adv, dtype)``: the arrays in float64 (adv (N, 1) or (N, T)) and the
-    result's dtype, for every function of this module (``adv`` None: no advantages)."""
+    result's dtype, for the losses and the gate of this module."""
     lp, old, dtype = check_logp_pair(logp, old_logp)
-    a = None
-    if adv is not None:
-        a, a_dtype = check_advantages(adv, lp.shape)
-        dtype = common_dtype(dtype, a_dtype)
-    work = working_dtype(dtype)
-    return lp.astype(work), old.astype(work), None if a is None else a.astype(work), dtype
+    a, a_dtype = check_advantages(adv, lp.shape)
+    work = working_dtype(common_dtype(dtype, a_dtype))
+    return lp.astype(work), old.astype(work), a.astype(work), common_dtype(dtype, a_dtype)
 
 
 # --- CISPO ---------------------------------------------------------------------------------------
@@ -96,10 +93,11 @@ def cispo_weight(logp, old_logp, *, eps_low=None, eps_high=4.0):
     >>> gl.neighbours.cispo_weight(np.log([[0.5, 1.0, 9.0]]), np.zeros((1, 3)), eps_low=0.2, eps_high=0.2)
     array([[0.8, 1. , 1.2]])
     """
-    lp, old, _, dtype = check_neighbour_loss_arguments(logp, old_logp, None)
+    lp, old, dtype = check_logp_pair(logp, old_logp)                # (N, T) each
     eps_low, eps_high = check_cispo_options(eps_low, eps_high)
-    return cast_result("logp, old_logp", "weights", cispo_weight_math(lp, old, eps_low, eps_high),
-                       dtype)
+    work = working_dtype(dtype)
+    w = cispo_weight_math(lp.astype(work), old.astype(work), eps_low, eps_high)
+    return cast_result("logp, old_logp", "weights", w, dtype)
 
 
 def cispo_weight_math(logp, old_logp, eps_low, eps_high):

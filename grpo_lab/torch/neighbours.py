@@ -29,15 +29,13 @@ __all__ = ["check_loss_arguments", "cispo_loss", "cispo_weight", "reinforce_pp_a
 
 
 def check_loss_arguments(logp, old_logp, adv):
-    """``(logp, old_logp, adv, dtype)``: tensors in the working dtype (adv (N, 1) or (N, T),
-    None if not given) and the result's dtype."""
+    """``(logp, old_logp, adv, dtype)``: tensors in the working dtype (adv (N, 1) or (N, T))
+    and the result's dtype."""
     lp, old, dtype = check_logp_pair(logp, old_logp)
-    a = None
-    if adv is not None:
-        a, a_dtype = check_adv(adv, lp)
-        dtype = common_dtype(dtype, a_dtype)
+    a, a_dtype = check_adv(adv, lp)
+    dtype = common_dtype(dtype, a_dtype)
     work = working_dtype(dtype)
-    return lp.to(work), old.to(work), None if a is None else a.to(work), dtype
+    return lp.to(work), old.to(work), a.to(work), dtype
 
 
 # --- CISPO ---------------------------------------------------------------------------------------
@@ -57,9 +55,10 @@ def cispo_weight(logp, old_logp, *, eps_low=None, eps_high=4.0):
     >>> glt.neighbours.cispo_weight(torch.log(torch.tensor([[0.5, 9.0]])), torch.zeros(1, 2))
     tensor([[0.5000, 5.0000]])
     """
-    lp, old, _, dtype = check_loss_arguments(logp, old_logp, None)
+    lp, old, dtype = check_logp_pair(logp, old_logp)
     eps_low, eps_high = check_cispo_options(eps_low, eps_high)
-    w = _cispo_weight(lp, old, eps_low, eps_high).detach()
+    work = working_dtype(dtype)
+    w = _cispo_weight(lp.to(work), old.to(work), eps_low, eps_high).detach()
     return cast_result("logp, old_logp", "weights", w, dtype)
 
 
