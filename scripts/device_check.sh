@@ -12,11 +12,14 @@
 #
 #     bash scripts/device_check.sh          # or: ... ch7 / ... trl (one part, ~1 min for trl)
 #
-# It writes into $OUT (or ./device_out): device.txt (GPU, driver, versions, date), tests.txt
-# (the Triton kernels and the fused linear loss tested on the GPU, not under the interpreter)
-# and bench.json / bench.txt (python -m grpo_lab.bench --device cuda: the Triton kernels, the
-# fused losses, eager code and Liger's, each against a copy on the GPU). Chapter 7's section
-# "On a GPU" then quotes bench.txt as measured data, with the date and the device.
+# It writes into $OUT (or ./device_out): device.txt (GPU, driver, versions, date), model.txt
+# (chapter 7's cost model for this GPU's datasheet record: what the measurements should be
+# compared with), tests.txt (the Triton kernels and the fused linear loss tested on the GPU,
+# not under the interpreter) and bench.json / bench.txt (python -m grpo_lab.bench --device
+# cuda: the Triton kernels and fused losses against a copy on the GPU, and the loss from hidden
+# states four ways: this package's, Liger's, TRL 1.16.0's fused LM head with its Triton tiles,
+# and eager; the trl row needs the TRL wheel below, and says "error" without it). Chapter 7's
+# section "On a GPU" then quotes bench.txt as measured data, with the date and the device.
 #
 # Chapter 6b's TRL run (python -m grpo_lab.hf --device cuda) needs the Hugging Face stack,
 # which that machine lacks: add its pinned wheels, resolved for the device's Python, e.g.
@@ -46,6 +49,17 @@ fi
 } > "$OUT/device.txt" 2>&1
 PART="${1:-all}"          # all | ch7 | trl: one part alone fits a shorter device call
 if [ "$PART" = all ] || [ "$PART" = ch7 ]; then
+# the cost model's predictions, to read the measurements against
+$PY - > "$OUT/model.txt" 2>&1 <<'PYEOF'
+import torch
+import grpo_lab as gl
+cm, name = gl.cost_model, torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+gpu = gl.roofline.H200_SXM if "H200" in name else gl.roofline.H100_SXM
+print(f"device {name}; datasheet record {gpu.name}; ridge {cm.ridge_point(gpu):.0f} flop/byte")
+for gpus, T in ((8, 1024), (1, 1024), (8, 4096)):
+    cost = cm.grpo_step_cost(cm.QWEN25_7B, gpu, prompts=64, G=8, T=T, gpus=gpus)
+    print(gpus, T, {k: round(v, 3) for k, v in cost.items()})
+PYEOF
 # the kernels on the GPU: the same tests CI runs under the interpreter
 timeout 240 $PY -m pytest tests/torch/test_triton_kernels.py tests/torch/test_fused_linear.py \
   -q -p no:randomly -p no:cacheprovider -o addopts="" > "$OUT/tests.txt" 2>&1
