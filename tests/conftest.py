@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,14 +18,70 @@ settings.register_profile("grpo_lab", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "grpo_lab"))
 
 
+# --- Two workers (pytest-xdist, ``-n auto --dist loadgroup`` in pyproject.toml) ---------------
+# CI's machine has two cores and most tests use one. Each test file is one unit of work, so a
+# notebook's cells run in order in one kernel (nbval) and a module's fixtures are built once;
+# every test that reads the built site is one unit, so the book is built once. The longest
+# units go first (the site, then the chapters), so no worker is left with a long tail.
+MAX_WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """As many workers as CPUs this process may run on (``taskset -c 0`` gives one), at most
+    MAX_WORKERS; xdist's own count would read the machine's physical cores instead."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cpus or 1, MAX_WORKERS))
+
+
+def unit_of_work(item) -> str:
+    return "site" if "site" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(unit_of_work(item)))
+    rank = {"site": 0}
+    items.sort(key=lambda item: rank.get(unit_of_work(item),
+                                         1 if item.nodeid.startswith("chapters/") else 2))
+
+
+def stored_outputs_config(folder: Path) -> Path:
+    """The book's _config.yml with execution off, written into ``folder``.
+
+    Its two paths that Jupyter Book reads relative to the config file (the local extension and
+    the favicon) are made absolute, so the copy builds the same site from outside the root."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["execute"]["execute_notebooks"] = "off"
+    sphinx = config.setdefault("sphinx", {})
+    sphinx["local_extensions"] = {name: str((ROOT / where).resolve())
+                                  for name, where in sphinx.get("local_extensions", {}).items()}
+    favicon = config.get("html", {}).get("favicon")
+    if favicon:
+        config["html"]["favicon"] = str((ROOT / favicon).resolve())
+    path = folder / "_config.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="session")
 def site(tmp_path_factory):
     """Build the book once per test session, as the README does (warnings are errors, nitpicky
-    references), into a fresh folder so every chapter is executed; return ``_build/html``."""
+    references), into a fresh folder; return ``_build/html``.
+
+    The build renders the chapters as stored and does not execute them a second time: in this
+    same run nbval re-executes every chapter top to bottom and compares its checked outputs,
+    tests/book/test_show_source_outputs.py compares every stored listing with the code, and
+    tests/site/test_repo.py checks that each stored chapter is one complete run (every code cell
+    executed in order, no error). Executing them again here cost ~6 minutes of CI's ~16. The
+    README's build command, which executes every chapter, is tested on one core by
+    ``python -m pytest -m slow_one_core`` (tests/site/test_one_core.py)."""
     out = tmp_path_factory.mktemp("book")
+    config = stored_outputs_config(tmp_path_factory.mktemp("config"))
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else shutil.which("jupyter-book"), "build", str(ROOT),
-           "--path-output", str(out), "-W", "-n", "--keep-going"]
+           "--config", str(config), "--path-output", str(out), "-W", "-n", "--keep-going"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

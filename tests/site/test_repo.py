@@ -114,3 +114,20 @@ def test_chapter_installs_the_package_on_colab_only(path):
     assert 'if "google.colab" in sys.modules:' in first, f"{path.name}: no Colab set-up cell"
     assert f'%pip install --quiet "grpo_lab @ {url}"' in first, first
     assert "remove-cell" in cells[0]["metadata"].get("tags", [])
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_is_stored_as_one_complete_run(path):
+    """The site tests render the chapters as stored (tests/conftest.py, fixture ``site``), so
+    each must be stored as one run top to bottom: every code cell executed, in order, in one
+    kernel (execution counts 1, 2, 3, ...), and no error output. A chapter saved mid-run, with a
+    cell run twice or one skipped, fails here; nbval re-executes it in the same test run."""
+    cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+             if c["cell_type"] == "code"]
+    counts = [c.get("execution_count") for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"{path.name}: execution counts {counts}; re-execute the chapter top to bottom "
+        "(jupyter nbconvert --to notebook --execute --inplace)")
+    errors = [i for i, c in enumerate(cells) for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, f"{path.name}: code cells {errors} stored an error"
