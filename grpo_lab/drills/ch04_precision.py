@@ -217,9 +217,15 @@ def _finite_sum(case, answer):
                        "padding out (np.where(mask, logp, 0)) and accumulate in float32 or "
                        "float64")
     if got == -np.inf:
-        return text + (f": -inf is the log of 0, and exp({want:.6g}) is 0 in every float (the "
-                       "smallest float64 is about exp(-745)): was a product of probabilities "
-                       "(or exp of the sum) taken before the log? Sum the log-probs")
+        gone = [(n, low) for n, low in (("float64", -745.2), ("float32", -103.3)) if want < low]
+        if not gone:
+            return text + (": -inf is the log of 0, yet exp of this sum is not 0 even in "
+                           "float32, so a 0 came from somewhere else: look for a log of 0")
+        name, low = gone[0]
+        return text + (f": -inf is the log of 0, and exp({want:.6g}) is 0 in {name} and every "
+                       f"narrower float (the smallest {name} is about exp({low:.0f})): was a "
+                       "product of probabilities (or exp of the sum) taken before the log? Sum "
+                       "the log-probs")
     return text + (": a sum of finite log-probs is finite; a NaN comes from inf - inf or "
                    "0 * inf (padding multiplied by the mask?). Set the padding to 0 with "
                    "np.where(mask, logp, 0) and sum in float32 or float64")

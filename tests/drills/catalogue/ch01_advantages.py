@@ -123,6 +123,9 @@ _ADVANTAGES = Drill("check_group_advantages", 1, rights=(
     Wrong("float32 arithmetic returned as float64",
           lambda r, eps=1e-8: _adv_float32(r, eps).astype(np.float64), "float32 rounding"),
     Wrong("an endless loop", _adv_hangs, "did not finish"),
+    Wrong("the mean tiled over G = 4 columns, hard-coded from the worked example",
+          lambda r, eps=1e-8: (r - np.repeat(r.mean(-1, keepdims=True), 4, axis=-1))
+          / (r.std(-1, keepdims=True) + eps), "include 4, which no input has"),
 ))
 
 

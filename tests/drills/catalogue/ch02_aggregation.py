@@ -130,6 +130,10 @@ _AGGREGATION = Drill("check_aggregate_loss", 2, rights=(
     Wrong("max_len not taken as a keyword",
           lambda loss, mask, mode, maxlen=None: _agg_right(loss, mask, mode, maxlen),
           "the drill's signature is my_aggregate_loss"),
+    Wrong("dr_grpo's per-sequence budgets as np.full(2, ...), N = 2 hard-coded",
+          _agg_mode(dr_grpo=lambda masked, m, N, T, budget, loss:
+                    (masked.sum(-1) / np.full(2, budget)).mean()),
+          "include 2, which no input has"),
 ))
 
 

@@ -160,8 +160,22 @@ def _hangs(*args):
         pass
 
 
+def _lp_logaddexp_reversed(logits, input_ids, prompt_len, eos_id):
+    """In NumPy, float64: np.logaddexp.reduce over the vocabulary, last token first (it
+    rounds unlike a max shift, within the bound the checker allows at float64)."""
+    import numpy as np
+    z = logits.double().numpy()[:, :-1]                                   # (N, L-1, V)
+    lse = np.logaddexp.reduce(z[..., ::-1], axis=-1)                      # (N, L-1)
+    ids = input_ids.numpy()[:, 1:]
+    tok = np.take_along_axis(z, ids[..., None], -1)[..., 0] - lse
+    out = np.zeros(tuple(input_ids.shape))
+    out[:, 1:] = tok
+    return out * _mask(input_ids, prompt_len, eos_id).numpy()
+
+
 _LOGPROBS = Drill("check_completion_logprobs", "6b", rights=(
-    _lp_right, _lp_logsumexp, _lp_loop, _lp_float64, _lp_package_style), wrongs=(
+    _lp_right, _lp_logsumexp, _lp_loop, _lp_float64, _lp_package_style,
+    _lp_logaddexp_reversed), wrongs=(
     Wrong("no shift: logits[:, t] scored against token t", _lp_no_shift, "no shift"),
     Wrong("torch.roll(logits, -1): the shift the wrong way", _lp_rolled, "the wrong way"),
     Wrong("the prompt in the mask (attention-mask style)", _lp_with_mask(_prompt_too),
@@ -262,8 +276,19 @@ def _ent_in_place(logits, mask):
     return _ent_right(logits, mask)
 
 
+def _ent_trl_logaddexp(logits, mask):
+    """TRL's logsumexp(z) - sum p z in float64 NumPy, p from that same np.logaddexp.reduce:
+    ~1.9e-11 off near logits of 1000, within the bound the checker allows at float64."""
+    import numpy as np
+    z, keep = logits.double().numpy(), mask.numpy().astype(bool)
+    lse = np.logaddexp.reduce(z, axis=-1)                                 # (N, T)
+    p = np.exp(z - lse[..., None])
+    return (lse - (p * z).sum(-1))[keep].mean()
+
+
 _ENTROPY = Drill("check_masked_entropy", "6b", rights=(
-    _ent_right, _ent_logsumexp, _ent_float64, _ent_torch_distribution, _ent_loop, _ent_where),
+    _ent_right, _ent_logsumexp, _ent_float64, _ent_torch_distribution, _ent_loop, _ent_where,
+    _ent_trl_logaddexp),
     wrongs=(
     Wrong("the wrong sign (sum p log p)", _ent_of(lambda z: -_H(z),
                                                   lambda H, m: (H * m).sum() / m.sum()),
