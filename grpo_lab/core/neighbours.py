@@ -44,9 +44,9 @@ class NeighbourRow:
 
     ``line`` is the line of its plain face (``gl.paper.<plain>``) that differs from GRPO's,
     ``grpo_line`` the GRPO line it replaces; ``grpo_lab`` the hardened call (a name on ``gl``,
-    ``gl.neighbours`` or ``gl.paper``, with the options that select it); ``users`` pairs of
-    (release, ``file::Class.function``) in the pinned TRL 1.16.0 / verl 0.9.1 / OpenRLHF
-    0.11.2, with ``option`` the name that selects the method there.
+    ``gl.neighbours`` or ``gl.paper``, with the options that select it); ``users`` triples of
+    (release, ``file::Class.function``, the setting that selects the method there) in the
+    pinned TRL 1.16.0 / verl 0.9.1 / OpenRLHF 0.11.2.
     """
 
     method: str
@@ -58,13 +58,14 @@ class NeighbourRow:
     plain: str
     grpo_lab: str
     users: tuple
-    option: str
 
 
 _ADV = "(r - mean(r)) / (std(r) + eps)                 # the group's mean and std"
 _LOSS = "-min(r * A, clip(r, 1 - eps, 1 + eps) * A)     # PPO's clip, token by token"
 _VERL = "verl/trainer/ppo/core_algos.py"
-_TRL_LOSS = ("trl 1.16.0", "trl/trainer/grpo_trainer.py::GRPOTrainer._compute_loss")
+_TRL_LOSS = "trl/trainer/grpo_trainer.py::GRPOTrainer._compute_loss"
+_ORL = ("openrlhf/trainer/ppo_utils/experience_maker.py::"
+        "RemoteExperienceMaker.compute_advantages_and_returns")
 
 _ROWS = (
     NeighbourRow(
@@ -74,9 +75,11 @@ _ROWS = (
         _ADV, "return (A - A[m].mean()) / A[m].std(ddof=1) * m",
         "paper.neighbours.reinforce_pp_advantages",
         "neighbours.reinforce_pp_advantages(rewards, mask)",
-        (("verl 0.9.1", f"{_VERL}::compute_reinforce_plus_plus_outcome_advantage"),
-         ("verl 0.9.1", f"{_VERL}::compute_reinforce_plus_plus_baseline_outcome_advantage")),
-        "reinforce_plus_plus"),
+        (("verl 0.9.1", f"{_VERL}::compute_reinforce_plus_plus_outcome_advantage",
+          "adv_estimator=reinforce_plus_plus"),
+         ("verl 0.9.1", f"{_VERL}::compute_reinforce_plus_plus_baseline_outcome_advantage",
+          "adv_estimator=reinforce_plus_plus_baseline"),
+         ("openrlhf 0.11.2", _ORL, "advantage.estimator=reinforce"))),
     NeighbourRow(
         "ReMax", "Li et al. 2023, ReMax", "2310.10505",
         "the baseline is the reward of the prompt's greedy completion (one more generation, "
@@ -84,19 +87,17 @@ _ROWS = (
         _ADV, "return r - r_greedy[:, None]",
         "paper.neighbours.remax_advantages",
         "neighbours.remax_advantages(rewards, greedy_rewards)",
-        (("verl 0.9.1", f"{_VERL}::compute_remax_outcome_advantage"),),
-        "remax"),
+        (("verl 0.9.1", f"{_VERL}::compute_remax_outcome_advantage", "adv_estimator=remax"),)),
     NeighbourRow(
         "RLOO", "Ahmadian et al. 2024, Back to Basics", "2402.14740",
         "the baseline is the mean of the other G - 1 rewards; no std",
         _ADV, "return r - (r.sum(axis=-1, keepdims=True) - r) / (G - 1)",
         "paper.neighbours.rloo_advantages",
         "group_advantages(rewards, baseline='leave_one_out', scale='none')",
-        (("verl 0.9.1", f"{_VERL}::compute_rloo_outcome_advantage"),
-         ("trl 1.16.0", "trl/trainer/rloo_trainer.py::RLOOTrainer._generate_and_score_completions"),
-         ("openrlhf 0.11.2", "openrlhf/trainer/ppo_utils/experience_maker.py::"
-                             "RemoteExperienceMaker.compute_advantages_and_returns")),
-        "rloo"),
+        (("verl 0.9.1", f"{_VERL}::compute_rloo_outcome_advantage", "adv_estimator=rloo"),
+         ("trl 1.16.0", "trl/trainer/rloo_trainer.py::RLOOTrainer._generate_and_score_completions",
+          "RLOOTrainer"),
+         ("openrlhf 0.11.2", _ORL, "advantage.estimator=rloo"))),
     NeighbourRow(
         "CISPO", "MiniMax 2025, MiniMax-M1", "2506.13585",
         "clips the importance weight and stops its gradient; the gradient flows through "
@@ -104,16 +105,16 @@ _ROWS = (
         _LOSS, "return -np.minimum(r, 1 + eps_high) * A * logp",
         "paper.neighbours.cispo_loss",
         "neighbours.cispo_loss(logp, old_logp, adv)",
-        (_TRL_LOSS, ("verl 0.9.1", f"{_VERL}::compute_policy_loss_cispo")),
-        "cispo"),
+        (("trl 1.16.0", _TRL_LOSS, "loss_type=cispo"),
+         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_cispo", "policy_loss.loss_mode=cispo"))),
     NeighbourRow(
         "SAPO", "Gao et al. 2025, Soft Adaptive Policy Optimization", "2511.20347",
         "a sigmoid gate of temperature tau replaces the hard clip: gradients fade as r leaves 1",
         _LOSS, "gate = 4 / tau / (1 + np.exp(-tau * (r - 1)))",
         "paper.neighbours.sapo_loss",
         "neighbours.sapo_loss(logp, old_logp, adv)",
-        (_TRL_LOSS, ("verl 0.9.1", f"{_VERL}::compute_policy_loss_sapo")),
-        "sapo"),
+        (("trl 1.16.0", _TRL_LOSS, "loss_type=sapo"),
+         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_sapo", "policy_loss.loss_mode=sapo"))),
     NeighbourRow(
         "GSPO", "Zheng et al. 2025, Group Sequence Policy Optimization", "2507.18071",
         "one ratio per sequence, the geometric mean of its token ratios, clipped once; "
@@ -121,8 +122,8 @@ _ROWS = (
         _LOSS, "return np.exp(((logp - old_logp) * mask).sum(axis=-1) / mask.sum(axis=-1))",
         "paper.sequence_ratio",
         "grpo_loss(..., level='sequence')",
-        (_TRL_LOSS, ("verl 0.9.1", f"{_VERL}::compute_policy_loss_gspo")),
-        "sequence"),
+        (("trl 1.16.0", _TRL_LOSS, "importance_sampling_level=sequence"),
+         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_gspo", "policy_loss.loss_mode=gspo"))),
 )
 
 

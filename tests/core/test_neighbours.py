@@ -264,7 +264,7 @@ def test_the_table_has_the_six_methods_and_each_line_is_real_code():
         cited = (inspect.getdoc(plain) + inspect.getdoc(_resolve(row.grpo_lab))
                  + inspect.getdoc(P) + inspect.getdoc(gl.core.neighbour_losses))
         assert f"arXiv {row.arxiv}" in cited, row
-        assert row.users and all("::" in where for _, where in row.users)
+        assert row.users and all("::" in where and setting for _, where, setting in row.users)
 
 
 def test_the_table_calls_are_the_methods():

@@ -102,6 +102,35 @@ def test_reinforce_pp_baseline_against_verl(bid):
         assert np.abs(ours[0]).max() > 1e-3 and np.allclose(ours[0], ours[0, 0])
 
 
+@functools.cache
+def _openrlhf_whiten_code():
+    return wheels.block("openrlhf", tr.ORL_MAKER,
+                        "# ── Normalize advantages across all experiences ──", "return experiences")
+
+
+@pytest.mark.parametrize("estimator", ["reinforce", "reinforce_baseline"])
+@pytest.mark.parametrize("bid", IDS)
+def test_reinforce_pp_against_openrlhf(bid, estimator):
+    """OpenRLHF's ``reinforce`` and ``reinforce_baseline``: the group baseline of
+    ``compute_advantages_and_returns`` (``trainers.openrlhf_baseline``), then its global
+    whitening over the action tokens, with the population variance clamped at 1e-8, in
+    float32: grpo_lab's ddof = 0, eps = 0, to float32 rounding."""
+    b = BATCHES[bid]
+    x = b.rewards if estimator == "reinforce" else tr.openrlhf_baseline(
+        b.t("rewards").clone(), "reinforce_baseline").numpy()
+    m = b.t("mask")
+    adv = torch.from_numpy(x.reshape(-1, 1)) * m                       # returns, gamma = 1
+    exps = [SimpleNamespace(advantages=adv, action_mask=m)]
+    args = SimpleNamespace(algo=SimpleNamespace(advantage=SimpleNamespace(
+        estimator=estimator, no_std_norm=False)))
+    wheels.run(_openrlhf_whiten_code(), {"torch": torch, "args": args, "experiences": exps})
+    theirs = (exps[0].advantages * m).numpy()
+    ours = NB.reinforce_pp_advantages(
+        b.rewards, b.mask, baseline="none" if estimator == "reinforce" else "group_mean",
+        ddof=0, eps=0.0)
+    np.testing.assert_allclose(_per_token(ours, b.mask), theirs, rtol=2e-6, atol=2e-6)
+
+
 @pytest.mark.parametrize("bid", IDS)
 def test_remax_against_verl(bid):
     b = BATCHES[bid]
@@ -300,10 +329,21 @@ def test_gspo_gradient_against_verl(bid):
 
 @pytest.mark.parametrize("row", gl.neighbours.table(), ids=lambda r: r.method)
 def test_each_user_in_the_table_is_a_real_function_that_selects_the_method(row):
-    for release, where in row.users:
+    """Each (release, file::function, setting): the function is in the pinned file; in verl
+    the registry maps the setting's name to exactly that function; in TRL and OpenRLHF the
+    inline code tests the setting's value (``loss_type == "cispo"``, ...)."""
+    core = verl_core()
+    for release, where, setting in row.users:
         package, version = release.split()
         assert wheels.PINS[package][0] == version, release
         relative, qualname = where.split("::")
         source = wheels.function(package, relative, qualname)     # AnchorMissing if not there
-        # The function names the method, or the option that selects it (TRL's "cispo", ...).
-        assert row.option in source or row.method.lower() in source.lower(), (row.method, where)
+        value = setting.split("=")[-1]
+        if package == "verl":
+            lookup = core.get_adv_estimator_fn if "adv_estimator" in setting \
+                else core.get_policy_loss_fn
+            assert lookup(value) is getattr(core, qualname), (where, setting)
+        elif "=" in setting:
+            assert f'"{value}"' in source, (where, setting)
+        else:
+            assert qualname.startswith(value + "."), (where, setting)
