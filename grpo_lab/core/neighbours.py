@@ -63,6 +63,8 @@ class NeighbourRow:
 _ADV = "(r - mean(r)) / (std(r) + eps)                 # the group's mean and std"
 _LOSS = "-min(r * A, clip(r, 1 - eps, 1 + eps) * A)     # PPO's clip, token by token"
 _VERL = "verl/trainer/ppo/core_algos.py"
+_EST = "algorithm.adv_estimator"                     # verl's config keys
+_MODE = "actor_rollout_ref.actor.policy_loss.loss_mode"
 _TRL_LOSS = "trl/trainer/grpo_trainer.py::GRPOTrainer._compute_loss"
 _ORL = ("openrlhf/trainer/ppo_utils/experience_maker.py::"
         "RemoteExperienceMaker.compute_advantages_and_returns")
@@ -76,10 +78,10 @@ _ROWS = (
         "paper.neighbours.reinforce_pp_advantages",
         "neighbours.reinforce_pp_advantages(rewards, mask)",
         (("verl 0.9.1", f"{_VERL}::compute_reinforce_plus_plus_outcome_advantage",
-          "adv_estimator=reinforce_plus_plus"),
+          f"{_EST}=reinforce_plus_plus"),
          ("verl 0.9.1", f"{_VERL}::compute_reinforce_plus_plus_baseline_outcome_advantage",
-          "adv_estimator=reinforce_plus_plus_baseline"),
-         ("openrlhf 0.11.2", _ORL, "advantage.estimator=reinforce"))),
+          f"{_EST}=reinforce_plus_plus_baseline"),
+         ("openrlhf 0.11.2", _ORL, "algo.advantage.estimator=reinforce"))),
     NeighbourRow(
         "ReMax", "Li et al. 2023, ReMax", "2310.10505",
         "the baseline is the reward of the prompt's greedy completion (one more generation, "
@@ -87,17 +89,17 @@ _ROWS = (
         _ADV, "return r - r_greedy[:, None]",
         "paper.neighbours.remax_advantages",
         "neighbours.remax_advantages(rewards, greedy_rewards)",
-        (("verl 0.9.1", f"{_VERL}::compute_remax_outcome_advantage", "adv_estimator=remax"),)),
+        (("verl 0.9.1", f"{_VERL}::compute_remax_outcome_advantage", f"{_EST}=remax"),)),
     NeighbourRow(
         "RLOO", "Ahmadian et al. 2024, Back to Basics", "2402.14740",
         "the baseline is the mean of the other G - 1 rewards; no std",
         _ADV, "return r - (r.sum(axis=-1, keepdims=True) - r) / (G - 1)",
         "paper.neighbours.rloo_advantages",
         "group_advantages(rewards, baseline='leave_one_out', scale='none')",
-        (("verl 0.9.1", f"{_VERL}::compute_rloo_outcome_advantage", "adv_estimator=rloo"),
+        (("verl 0.9.1", f"{_VERL}::compute_rloo_outcome_advantage", f"{_EST}=rloo"),
          ("trl 1.16.0", "trl/trainer/rloo_trainer.py::RLOOTrainer._generate_and_score_completions",
           "RLOOTrainer"),
-         ("openrlhf 0.11.2", _ORL, "advantage.estimator=rloo"))),
+         ("openrlhf 0.11.2", _ORL, "algo.advantage.estimator=rloo"))),
     NeighbourRow(
         "CISPO", "MiniMax 2025, MiniMax-M1", "2506.13585",
         "clips the importance weight and stops its gradient; the gradient flows through "
@@ -106,7 +108,7 @@ _ROWS = (
         "paper.neighbours.cispo_loss",
         "neighbours.cispo_loss(logp, old_logp, adv)",
         (("trl 1.16.0", _TRL_LOSS, "loss_type=cispo"),
-         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_cispo", "policy_loss.loss_mode=cispo"))),
+         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_cispo", f"{_MODE}=cispo"))),
     NeighbourRow(
         "SAPO", "Gao et al. 2025, Soft Adaptive Policy Optimization", "2511.20347",
         "a sigmoid gate of temperature tau replaces the hard clip: gradients fade as r leaves 1",
@@ -114,7 +116,7 @@ _ROWS = (
         "paper.neighbours.sapo_loss",
         "neighbours.sapo_loss(logp, old_logp, adv)",
         (("trl 1.16.0", _TRL_LOSS, "loss_type=sapo"),
-         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_sapo", "policy_loss.loss_mode=sapo"))),
+         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_sapo", f"{_MODE}=sapo"))),
     NeighbourRow(
         "GSPO", "Zheng et al. 2025, Group Sequence Policy Optimization", "2507.18071",
         "one ratio per sequence, the geometric mean of its token ratios, clipped once; "
@@ -123,7 +125,7 @@ _ROWS = (
         "paper.sequence_ratio",
         "grpo_loss(..., level='sequence')",
         (("trl 1.16.0", _TRL_LOSS, "importance_sampling_level=sequence"),
-         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_gspo", "policy_loss.loss_mode=gspo"))),
+         ("verl 0.9.1", f"{_VERL}::compute_policy_loss_gspo", f"{_MODE}=gspo"))),
 )
 
 

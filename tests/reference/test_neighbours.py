@@ -32,6 +32,7 @@ from tests.reference import wheels  # noqa: E402
 from tests.reference.test_computations import BATCHES, F64  # noqa: E402
 
 NB = gl.neighbours
+VERL_YAML = "verl/trainer/config/_generated_ppo_trainer.yaml"
 TNB = glt.neighbours
 IDS = sorted(BATCHES)
 
@@ -338,12 +339,14 @@ def test_each_user_in_the_table_is_a_real_function_that_selects_the_method(row):
         assert wheels.PINS[package][0] == version, release
         relative, qualname = where.split("::")
         source = wheels.function(package, relative, qualname)     # AnchorMissing if not there
-        value = setting.split("=")[-1]
-        if package == "verl":
-            lookup = core.get_adv_estimator_fn if "adv_estimator" in setting \
+        key, value = setting.split("=") if "=" in setting else (None, setting)
+        if package == "verl":                                      # a key of verl's config
+            wheels.yaml_line(wheels.read("verl", VERL_YAML), key)  # AnchorMissing if not there
+            lookup = core.get_adv_estimator_fn if key.endswith("adv_estimator") \
                 else core.get_policy_loss_fn
             assert lookup(value) is getattr(core, qualname), (where, setting)
-        elif "=" in setting:
+        elif key is not None:                                      # self.loss_type, args.algo...
+            assert f"{'args' if package == 'openrlhf' else 'self'}.{key}" in source, setting
             assert f'"{value}"' in source, (where, setting)
         else:
             assert qualname.startswith(value + "."), (where, setting)
