@@ -291,3 +291,28 @@ def test_grpo_lab_imports_no_torch_for_the_neighbours():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- the inputs that need each guard break the plain faces only ----------------------------------
+
+def test_the_inputs_that_need_the_guards_break_the_plain_code_only():
+    with np.errstate(all="ignore"):
+        # An all-equal batch: the plain REINFORCE++'s mean of twelve 0.7s is off by a rounding,
+        # and that rounding divided by its own std is a spurious advantage of order 1.
+        same, mask = np.full(4, 0.7), np.ones((4, 3))
+        assert np.abs(P.reinforce_pp_advantages(same, mask)).min() > 0.5
+        assert (N.reinforce_pp_advantages(same.reshape(2, 2), mask) == 0).all()
+        # Rewards of +-1e200: the plain std squares them past float64 (std inf, every A 0);
+        # 12 tokens, 6 of each sign: A = +-1 / sqrt(12 / 11).
+        big = np.array([1e200, -1e200, 1e200, -1e200])
+        assert (P.reinforce_pp_advantages(big, mask) == 0).all()
+        np.testing.assert_allclose(N.reinforce_pp_advantages(big.reshape(2, 2), mask),
+                                   np.sqrt(11 / 12) * np.array([[1, -1], [1, -1]]), rtol=1e-14)
+        # A temperature of 1000 on a ratio near 0: exp(1000) overflows in the plain gate (the
+        # gate still comes out 0, with a warning); the hardened one goes through logaddexp.
+        with pytest.warns(RuntimeWarning):
+            with np.errstate(over="warn"):
+                P.sapo_loss(np.log([[1e-3]]), np.zeros((1, 1)), np.ones((1, 1)), tau_pos=1e3)
+        with np.errstate(over="raise"):
+            gate = N.sapo_gate(np.log([[1e-3]]), np.zeros((1, 1)), [1.0], tau_pos=1e3)
+        assert gate[0, 0] == 0.0
