@@ -110,7 +110,7 @@ def cispo_weight_math(logp, old_logp, eps_low, eps_high):
 def cispo_loss(logp, old_logp, adv, *, eps_low=None, eps_high=4.0):
     r"""CISPO's per-token loss: the clipped IS weight, held constant, times A log pi.
 
-    MiniMax-M1 (2025, arXiv 2506.13585), eq. 4, as a loss to minimise:
+    MiniMax-M1 (2025, arXiv 2506.13585), the CISPO objective, as a loss to minimise:
 
     .. math::
 
@@ -163,8 +163,8 @@ def sapo_gate(logp, old_logp, adv, *, tau_pos=1.0, tau_neg=1.05):
 
     At r = 1 the gate is 2 / tau and its slope is 1, as the ratio's is; its slope
     :math:`f'(r) = 4\sigma(1 - \sigma)` falls smoothly to 0 as r leaves 1, where the clip cuts
-    it to 0 at a step. ``tau_neg > tau_pos`` makes the gate narrower for negative advantages,
-    whose gradients the paper finds less stable.
+    it to 0 at a step. ``tau_neg > tau_pos`` makes the gate fall faster for negative
+    advantages, whose updates the paper finds the less stable.
 
     ========  ===============  ======================================================
     Symbol    Shape            Meaning
@@ -210,6 +210,9 @@ def sapo_loss(logp, old_logp, adv, *, tau_pos=1.0, tau_neg=1.05):
     GRPO's line :math:`-\min(r A, \operatorname{clip}(r) A)` becomes :math:`-f(r) A`: on
     the first update (r = 1) the gradient is GRPO's, -A; away from it, it fades instead of
     stopping. TRL and verl aggregate it per sequence, then over sequences (``"grpo"``).
+    TRL 1.16.0 builds the temperatures with ``torch.where`` on two Python floats, so they are
+    float32 even for float64 log-probs (1.05 becomes 1.0499999523); verl keeps the inputs'
+    dtype (``tests/reference/test_neighbours.py`` measures both).
 
     ========  ===============  ======================================================
     Symbol    Shape            Meaning
