@@ -122,13 +122,13 @@ def equal_group_note(values, reward: float, G: int, eps: float, dtype: str, *,
     if np.isnan(values).any():
         r = np.full(G, reward, dtype=wide)
         second = float((r * r).mean() - r.mean() ** 2)           # E[x^2] - mean^2, as written
-        text = (": NaN here is 0 / 0, a deviation of 0 over a std of 0 with no eps to keep "
-                "the denominator above 0; add eps to the std")
-        if second < 0:
-            text += (f". Or, for these rewards, E[x^2] - mean^2 comes out {second:.2g} in "
-                     f"{dtype}, below 0, and its square root is NaN: take the mean of the "
-                     "squared deviations, ((r - mean)**2).mean(-1), or r.std(-1)")
-        return text
+        zero = ("0 / 0, a deviation of 0 over a std of 0 with no eps to keep the denominator "
+                "above 0: add eps to the std")
+        if second >= 0:             # E[x^2] - mean^2 is no NaN here: 0 / 0 is what is left
+            return ": NaN here is " + zero
+        return (f": NaN here is either {zero}; or the square root of E[x^2] - mean^2, which "
+                f"comes out {second:.2g} in {dtype} for these rewards, below 0: take the mean "
+                "of the squared deviations, ((r - mean)**2).mean(-1), or r.std(-1)")
     if np.isinf(values).any():
         return (": inf is a non-zero deviation over a std of exactly 0 with no eps: the group "
                 "mean of equal rewards came out a rounding away from them. Add eps to the std, "
