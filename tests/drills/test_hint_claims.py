@@ -7,8 +7,10 @@ from the log of an underflowed probability" is -inf where the exact value is fin
 the log of the smallest normal float32; "exp overflowed" is a non-finite output on a case whose
 inputs reach beyond exp's range; a "hard-coded length" is a size that no input has; a
 difference "within float32 rounding" is the size float32 rounding gives; a float64 step that
-"loses digits" is far below it... A verdict that makes such a claim on an output that does not
-show it fails the test, whichever wrong answer it came from.
+"loses digits" is far below it... A verdict that makes such a claim on an output that does
+not show it fails the test, whichever wrong answer it came from; so does a verdict whose words
+blame a cause (overflow, underflow, a hard-coded length...) with none of these claims and no
+usual mistake, so that a new hint cannot blame unchecked.
 """
 
 from __future__ import annotations
@@ -187,6 +189,15 @@ def _broadcast_sizes(said, case, answer, args):
     return sizes - {1} == {first[0], first[-1]} and first[0] != first[-1]
 
 
+def _a_little_more(said, case, answer, args):
+    """"N times what <dtype> rounding explains ... a little more than rounding": the
+    difference is above the graded tolerance and below 100 times it."""
+    graded = re.search(r"times what (\w+) rounding explains", said)[1]
+    diff, _, _, _ = _first_difference(said, case, answer)
+    allowed = float(re.search(r"for this entry \(([-+.e\d]+)\)", said)[1])
+    return allowed < diff < 100 * allowed and graded in UNIT_ROUNDOFF
+
+
 def _named_group(said, case, answer):
     """The all-equal group a verdict names: (its outputs, its rewards, eps, entries summed)."""
     row = re.search(r"the all-equal group rewards\[(\d+)\]", said)
@@ -258,7 +269,14 @@ CLAIMS = [
     ("a sum beyond the dtype's range", "so a running sum kept in", _beyond_range),
     ("the log of an underflowed product", "-inf is the log of 0, and exp(", _log_of_zero_sum),
     ("a batch-wide shift", "+inf is what subtracting log(0) gives", _row_shift),
+    ("a little more than rounding", "a little more than rounding, so look for a step that "
+     "loses digits", _a_little_more),
 ]
+
+#: Words that blame a cause. A verdict with any of them must make a claim this test checks
+#: (above) or name a usual mistake, so that a new hint cannot blame unchecked.
+BLAME = re.compile(r"overflow|underflow|hard-coded|never written|rounding gives here|ran in "
+                   r"float|loses digits|computing in|the log of 0|log\(0\)")
 
 #: Claims about an exception: the call's arguments are the evidence, there is no output.
 CALL_KINDS = ("a hard-coded length", "a per-row quantity against (N, T)")
@@ -309,6 +327,10 @@ def test_every_claim_a_verdict_makes_holds_on_the_answers_output(verdicts):
                                          if m.hint == hint):
                 wrong.append((name, mistake, "a usual mistake", "the output is not that "
                               "mistake's on the case named", said))
+        if BLAME.search(said) and not _claims_of(said) and not any(
+                m.hint in said for m in mistakes):
+            wrong.append((name, mistake, "unchecked", "it blames a cause no predicate checks",
+                          said))
         for kind, check in _claims_of(said):
             if judged is None and kind not in CALL_KINDS:
                 wrong.append((name, mistake, kind, "no output was graded", said))
