@@ -36,10 +36,23 @@
    ``_static/fonts/grpo-lab-cjk.woff2`` (needs fontTools and brotli; Debian's
    fonts-noto-cjk has the font). Rerun it when a page gains a new character;
    tests/site/test_browser.py fails on any CJK character that the font does not draw.
+9. Alt text that says what a figure shows: the kernel that executes the chapters runs
+   ``gl.book.frames.describe_figures`` first (a ``PYTHONSTARTUP`` file written into the build
+   folder), so every matplotlib figure a chapter shows carries its alt text (the figure's
+   title, its panels' titles and axes: ``gl.book.frames.figure_alt``) as output metadata;
+   myst-nb keeps only an image's width and height from there, so ``figure_alt_text`` reads
+   the executed notebook and puts the alt text on each figure. The slider frames carry theirs.
+10. Accessible pages: every checklist box is named after its item (the boxes are disabled,
+   a record of what the chapter checks, not a form), and the slider frames leave the page for
+   files of their own (``_images/gl-frames``), which a browser caches, instead of base64
+   inside the HTML.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import html as html_lib
 import io
 import json
 import os
@@ -89,6 +102,59 @@ def drop_widget_state(app, doctree) -> None:
     # while it parses the page; tests/test_site.py fails if the state reaches a page again.
     page = getattr(app.env, "nb_metadata", {}).get(app.env.docname, {})
     page.get("js_files", {}).pop("ipywidgets_state", None)
+
+
+# --- 9. alt text --------------------------------------------------------------------------
+
+STARTUP = "grpo-kernel-startup.py"
+STARTUP_CODE = """# Written by _ext/grpo_site.py for the kernel that executes the book's chapters.
+__import__("grpo_lab.book.frames", fromlist=["describe_figures"]).describe_figures()
+"""
+HASHED = re.compile(r"[0-9a-f]{64}")
+
+
+def kernel_startup(app) -> None:
+    """Have the chapters' kernel (a child of this process) run ``describe_figures`` first,
+    through IPython's ``PYTHONSTARTUP`` (a reader's own startup file still runs after it)."""
+    folder = Path(app.outdir).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    code = STARTUP_CODE
+    previous = os.environ.get("PYTHONSTARTUP", "")
+    if previous and Path(previous).name != STARTUP:
+        code += f"exec(open({previous!r}, encoding='utf-8').read())\n"
+    (folder / STARTUP).write_text(code, encoding="utf-8")
+    os.environ["PYTHONSTARTUP"] = str(folder / STARTUP)
+
+
+def notebook_alt_texts(notebook: Path) -> dict:
+    """sha256 of each PNG output of an executed notebook -> the alt text in its metadata
+    (myst-nb names a figure's file by that hash)."""
+    if not notebook.exists():
+        return {}
+    alts = {}
+    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            alt = output.get("metadata", {}).get("image/png", {}).get("alt")
+            if png and alt:
+                data = base64.b64decode("".join(png) if isinstance(png, list) else png)
+                alts[hashlib.sha256(data).hexdigest()] = alt
+    return alts
+
+
+def figure_alt_text(app, doctree) -> None:
+    from docutils import nodes
+
+    images = [n for n in doctree.findall(nodes.image)
+              if HASHED.fullmatch(Path(n.get("uri", "")).stem) and not n.get("alt")]
+    if not images:
+        return
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{app.env.docname}.ipynb"
+    alts = notebook_alt_texts(executed)
+    for image in images:
+        alt = alts.get(Path(image["uri"]).stem)
+        if alt:
+            image["alt"] = alt
 
 
 def drop_thebe(app, pagename, templatename, context, doctree) -> None:
@@ -204,6 +270,64 @@ def png_dpi_and_palette(path: Path) -> int:
     return dpi
 
 
+# --- 10. accessible pages -----------------------------------------------------------------
+
+TASK_BOX = re.compile(r'<input class="task-list-item-checkbox"((?:(?!aria-label)[^>])*)>(.*?)</p>',
+                      re.S)
+TAGS = re.compile(r"<[^>]+>")
+FRAMES_DATA = re.compile(r'(<script type="application/json" class="gl-frames-data">)(.*?)'
+                         r'(</script>)', re.S)
+FRAMES_IMG = re.compile(r'(<img class="gl-frames-figure" src=")data:image/png;base64,[^"]+"')
+FRAMES_DIR = "gl-frames"
+
+
+def name_task_box(match) -> str:
+    """A checklist box named after its item: "done: ..." or "to check: ..." and the item's
+    first words (axe's rule ``label``: every form control has an accessible name)."""
+    attrs, rest = match.groups()
+    words = " ".join(html_lib.unescape(TAGS.sub(" ", rest)).replace("\\(", "")
+                     .replace("\\)", "").split())
+    words = words if len(words) <= 80 else words[:79].rsplit(" ", 1)[0] + "…"
+    state = "done" if "checked" in attrs else "to check"
+    label = html_lib.escape(f"{state}: {words}" if words else state)
+    return f'<input class="task-list-item-checkbox"{attrs} aria-label="{label}">{rest}</p>'
+
+
+def frames_to_files(text: str, outdir: Path, page: Path) -> str:
+    """Move each slider's frames (base64 in its JSON) to ``_images/gl-frames/<hash>.png`` and
+    list their URLs instead (``files``, which slider_player.js prefers)."""
+    if "gl-frames-data" not in text:
+        return text
+    up = "../" * (len(page.relative_to(outdir).parts) - 1)
+    folder = outdir / "_images" / FRAMES_DIR
+    players = []
+
+    def move(match):
+        head, payload, tail = match.groups()
+        data = json.loads(payload)
+        if "images" not in data:
+            return match.group(0)
+        files = []
+        for encoded in data.pop("images"):
+            png = base64.b64decode(encoded)
+            name = hashlib.sha256(png).hexdigest()[:20] + ".png"
+            folder.mkdir(parents=True, exist_ok=True)
+            if not (folder / name).exists():
+                (folder / name).write_bytes(png)
+            files.append(f"{up}_images/{FRAMES_DIR}/{name}")
+        data["files"] = files
+        players.append(files)
+        body = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+        return head + body + tail
+
+    text = FRAMES_DATA.sub(move, text)
+    # each player's first image: the file of the frame it starts at (data-gl-frame)
+    starts = iter(int(m) for m in re.findall(r'class="gl-frames" id="[^"]+" data-gl-frame="(\d+)"',
+                                             text))
+    shown = iter(files[next(starts, 0)] for files in players)
+    return FRAMES_IMG.sub(lambda m: f'{m.group(1)}{next(shown, "")}"', text)
+
+
 def lighten_pages(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -226,6 +350,8 @@ def lighten_pages(app, exception) -> None:
         return f'<img {before}src="{src}"{after}{extra} />'
 
     for page, text in pages.items():
+        text = frames_to_files(text, outdir, page)
+        text = TASK_BOX.sub(name_task_box, text)
         new = FIGURE_IMG.sub(figure, FA_SCRIPT.sub("", text))
         if new != text:
             page.write_text(new, encoding="utf-8")
@@ -251,7 +377,9 @@ def page_text_skeleton(html: str) -> str:
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(html, "html.parser")
-    main = soup.select_one('[role="main"]')
+    # the article alone: [role="main"] also holds the header's buttons and the print-only
+    # table of contents, whose words made the snippets (grpo_site.js does the same served)
+    main = soup.select_one(".bd-article") or soup.select_one('[role="main"]')
     if main is None:
         return ""
     for junk in main.select(".headerlink, script, style"):
@@ -325,7 +453,9 @@ def make_cjk_font(root: Path, source: str = CJK_SOURCE) -> Path:
 
 def setup(app):
     os.environ[STATIC_ENV] = "1"
+    app.connect("builder-inited", kernel_startup)
     app.connect("doctree-read", drop_widget_state)
+    app.connect("doctree-read", figure_alt_text)
     app.connect("html-page-context", drop_thebe)
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", lighten_pages)

@@ -63,27 +63,48 @@
     });
   }
 
-  // 3. Search from file:// (the site opened from disk): Sphinx fetches each result's page
-  // for its snippet, which a browser refuses from file://. The build writes the pages' text
-  // to _static/grpo-search-text.js; on file:// the search page loads it and answers those
-  // fetches from it. Served over http nothing changes.
-  function searchFromDisk() {
-    if (location.protocol !== "file:" || !document.getElementById("search-results") &&
+  // 3. Search snippets show the words around the match. Sphinx fetches each result's page
+  // and cuts its snippet from the text of [role="main"], which in this theme also holds the
+  // header's buttons and the print-only table of contents: chapters 1 and 2 showed those. On
+  // the search page those fetches get the article alone (its ids kept, so that a section's
+  // anchor still finds it). From file:// (the site opened from disk) a browser refuses such a
+  // fetch: the build writes the pages' text to _static/grpo-search-text.js, loaded here then.
+  function searchSnippets() {
+    if (!document.getElementById("search-results") &&
         !/\/search\.html$/.test(location.pathname)) { return; }
+    if (!window.fetch) { return; }
+    var fromDisk = location.protocol === "file:";
     var root = document.documentElement.dataset.content_root || "";
-    var ready = new Promise(function (resolve) {
-      var script = document.createElement("script");
-      script.src = root + "_static/grpo-search-text.js";
-      script.onload = resolve;
-      script.onerror = resolve;
-      document.head.appendChild(script);
-    });
+    var ready = Promise.resolve();
+    if (fromDisk) {
+      ready = new Promise(function (resolve) {
+        var script = document.createElement("script");
+        script.src = root + "_static/grpo-search-text.js";
+        script.onload = resolve;
+        script.onerror = resolve;
+        document.head.appendChild(script);
+      });
+    }
     var siteRoot = new URL(root || "./", location.href).href;
-    var fetchOriginal = window.fetch ? window.fetch.bind(window) : null;
+    var fetchOriginal = window.fetch.bind(window);
+    function articleOnly(html) {
+      var doc = new DOMParser().parseFromString(html, "text/html");
+      var article = doc.querySelector(".bd-article");
+      return article ? '<div role="main">' + article.innerHTML + "</div>" : html;
+    }
     window.fetch = function (resource, options) {
       var url = new URL(String(resource && resource.url || resource), location.href);
-      if (url.protocol !== "file:" || url.href.indexOf(siteRoot) !== 0) {
+      if (url.href.indexOf(siteRoot) !== 0 || !/\.html$/.test(url.pathname)) {
         return fetchOriginal(resource, options);
+      }
+      if (!fromDisk) {
+        return fetchOriginal(resource, options).then(function (response) {
+          if (!response.ok) { return response; }
+          return response.text().then(function (html) {
+            return new Response(articleOnly(html),
+                                {status: 200, headers: {"Content-Type": "text/html"}});
+          });
+        });
       }
       var page = url.href.slice(siteRoot.length).replace(/[?#].*$/, "");
       return ready.then(function () {
@@ -105,6 +126,7 @@
         var width = wide ? math.scrollWidth : math.getBoundingClientRect().width;
         math.classList.toggle("gl-wide-math", width > line.clientWidth + 1);
       });
+    if (typeof markSoon === "function") { markSoon(); }
   }
 
   function watchMath() {
@@ -118,7 +140,112 @@
     });
   }
 
-  searchFromDisk();
+  // 5. Every menu button opens its drawer. The theme (pydata-sphinx-theme 0.17, upstream
+  // issue 2451) binds only the first .primary-toggle and .secondary-toggle of the page, both
+  // hidden; the ones a reader sees (the header's menu and "On this page" buttons) did
+  // nothing. A click on any other toggle is passed to the bound one, which opens the drawer
+  // on a phone (and collapses the sidebar on a laptop, as sphinx-book-theme does).
+  document.addEventListener("click", function (event) {
+    var target = event.target instanceof Element &&
+      event.target.closest(".primary-toggle, .secondary-toggle");
+    if (!target) { return; }
+    var kind = target.classList.contains("primary-toggle") ? ".primary-toggle" : ".secondary-toggle";
+    var bound = document.querySelector(kind);
+    if (!bound || bound === target) { return; }
+    event.preventDefault();
+    event.stopPropagation();
+    bound.click();
+  }, true);
+
+  // 6. A box that scrolls sideways says so. A figure that keeps its legible width, or a
+  // formula wider than a phone, scrolls inside its own box: it gets a cue under it (hidden
+  // once scrolled to the end), a fade at its cut edge, and a tab stop with a name, so that a
+  // keyboard can scroll it too (axe: scrollable-region-focusable).
+  var SCROLLERS = ".bd-article .cell_output, .bd-article .gl-frames, .bd-article div.math, " +
+    ".bd-article mjx-container[display=\"true\"], .bd-article mjx-container.gl-wide-math";
+
+  function cueFor(box) {
+    var next = box.nextElementSibling;
+    if (next && next.classList.contains("gl-scroll-cue")) { return next; }
+    var cue = document.createElement("p");
+    cue.className = "gl-scroll-cue";
+    cue.setAttribute("aria-hidden", "true");
+    cue.textContent = box.matches("div.math, mjx-container")
+      ? "\u2194 wider than the screen: swipe or scroll the formula sideways"
+      : "\u2194 wider than the screen: swipe or scroll the figure sideways";
+    if (box.tagName.toLowerCase() === "mjx-container" && !box.matches("[display=\"true\"]")) {
+      return null;  // inline math: the fade alone (a paragraph cannot hold the cue)
+    }
+    box.insertAdjacentElement("afterend", cue);
+    return cue;
+  }
+
+  function markScrollers() {
+    // inner boxes first: a formula's own box scrolls, not the block around it
+    Array.prototype.slice.call(document.querySelectorAll(SCROLLERS)).reverse()
+      .forEach(function (box) {
+      if (!box.getClientRects().length) { return; }
+      var inner = box.querySelector(".gl-scrolls");
+      var scrolls = box.scrollWidth > box.clientWidth + 1 && !inner;
+      box.classList.toggle("gl-scrolls", scrolls);
+      var cue = box.nextElementSibling;
+      cue = cue && cue.classList.contains("gl-scroll-cue") ? cue : null;
+      if (!scrolls) {
+        if (cue) { cue.hidden = true; }
+        if (box.dataset.glScrollTab !== undefined) {
+          if (box.dataset.glScrollTab) { box.setAttribute("tabindex", box.dataset.glScrollTab); }
+          else { box.removeAttribute("tabindex"); }
+          if (!box.matches("mjx-container")) {
+            box.removeAttribute("role");
+            box.removeAttribute("aria-label");
+          }
+          delete box.dataset.glScrollTab;
+        }
+        return;
+      }
+      cue = cue || cueFor(box);
+      if (cue) { cue.hidden = false; }
+      if (box.getAttribute("tabindex") !== "0" && box.dataset.glScrollTab === undefined) {
+        box.dataset.glScrollTab = box.getAttribute("tabindex") || "";  // MathJax's, if any
+        box.setAttribute("tabindex", "0");
+        if (!box.matches("mjx-container")) {
+          box.setAttribute("role", "region");
+          box.setAttribute("aria-label", box.matches("div.math")
+            ? "formula, scrolls sideways" : "figure, scrolls sideways");
+        }
+      }
+      var atEnd = box.scrollLeft + box.clientWidth >= box.scrollWidth - 2;
+      box.classList.toggle("gl-scrolled-end", atEnd);
+      if (!box.dataset.glScrollWatch) {
+        box.dataset.glScrollWatch = "1";
+        box.addEventListener("scroll", function () {
+          box.classList.toggle("gl-scrolled-end",
+            box.scrollLeft + box.clientWidth >= box.scrollWidth - 2);
+        }, {passive: true});
+      }
+    });
+  }
+
+  var pending = 0;
+  function markSoon() {
+    if (pending) { return; }
+    pending = requestAnimationFrame(function () { pending = 0; markScrollers(); });
+  }
+
+  searchSnippets();
+  window.addEventListener("load", function () {
+    markSoon();
+    document.querySelectorAll(".bd-article img").forEach(function (img) {
+      img.addEventListener("load", markSoon);
+    });
+    if (window.ResizeObserver) {
+      var article = document.querySelector(".bd-article");
+      if (article) { new ResizeObserver(markSoon).observe(article); }
+    }
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(markSoon);
+    }
+  });
   window.addEventListener("load", watchMath);
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", watchFigures);

@@ -16,6 +16,11 @@ import numpy as np
 from grpo_lab.core.advantages import SCALES, group_advantages
 from grpo_lab.theory.group_stats import (REWARD_KINDS, sample_rewards, true_reward_std,
                                          zero_spread_probability)
+from grpo_lab.book.frames import describe_figures
+
+# In IPython, every figure shown carries its alt text (its title, panels and axes) as
+# output metadata, which the site puts on the page (gl.book.frames.describe_figures).
+describe_figures()
 
 __all__ = ["ADVANTAGE_GRID", "advantage_explorer_figure", "advantage_explorer"]
 

@@ -13,6 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpo_lab.book.frames import describe_figures
+
+# In IPython, every figure shown carries its alt text (its title, panels and axes) as
+# output metadata, which the site puts on the page (gl.book.frames.describe_figures).
+describe_figures()
+
 __all__ = ["clip_explorer", "clip_explorer_figure", "clip_objective_figure", "gae_figure",
            "learning_curves_figure", "length_bias_figure"]
 

@@ -16,6 +16,11 @@ import numpy as np
 from grpo_lab.core.kl import kl_k1, kl_k2, kl_k3
 from grpo_lab.theory.kl_theory import (gaussian_estimator_moments, gaussian_log_probs,
                                        kl_categorical, kl_regularised_policy)
+from grpo_lab.book.frames import describe_figures
+
+# In IPython, every figure shown carries its alt text (its title, panels and axes) as
+# output metadata, which the site puts on the page (gl.book.frames.describe_figures).
+describe_figures()
 
 __all__ = ["kl_estimator_figure", "kl_estimator_explorer", "kl_beta_figure",
            "kl_beta_explorer", "BETA_TOY"]

@@ -22,6 +22,11 @@ from grpo_lab.core.advantages import group_advantages
 from grpo_lab.numerics.logprobs import sequence_logprob_sum
 from grpo_lab.numerics.precision import DTYPES, as_dtype, round_trip, unit_roundoff
 from grpo_lab.numerics.validate import as_float_array, as_mask, check_int, describe
+from grpo_lab.book.frames import describe_figures
+
+# In IPython, every figure shown carries its alt text (its title, panels and axes) as
+# output metadata, which the site puts on the page (gl.book.frames.describe_figures).
+describe_figures()
 
 __all__ = ["cancellation_errors", "cancellation_figure", "logprob_sum_errors",
            "logprob_sum_figure", "mismatch_figure"]

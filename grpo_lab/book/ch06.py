@@ -17,6 +17,12 @@ import math
 
 import numpy as np
 
+from grpo_lab.book.frames import describe_figures
+
+# In IPython, every figure shown carries its alt text (its title, panels and axes) as
+# output metadata, which the site puts on the page (gl.book.frames.describe_figures).
+describe_figures()
+
 __all__ = ["compare_runs_figure", "training_curves_figure"]
 
 # (y label, [(legend, metric, style)], y limits, log scale): one panel each; "o-" marks the

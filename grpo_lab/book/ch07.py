@@ -15,6 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from grpo_lab.perf.roofline import attainable
+from grpo_lab.book.frames import describe_figures
+
+# In IPython, every figure shown carries its alt text (its title, panels and axes) as
+# output metadata, which the site puts on the page (gl.book.frames.describe_figures).
+describe_figures()
 
 __all__ = ["decode_explorer", "decode_figure", "ratio_figure", "roofline_figure", "step_figure"]
 

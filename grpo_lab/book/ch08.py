@@ -22,6 +22,11 @@ import numpy as np
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.process import process_advantages, steps_to_tokens
 from grpo_lab.production.presets import PRESETS
+from grpo_lab.book.frames import describe_figures
+
+# In IPython, every figure shown carries its alt text (its title, panels and axes) as
+# output metadata, which the site puts on the page (gl.book.frames.describe_figures).
+describe_figures()
 
 __all__ = ["SYSTEM_ADVANTAGES", "advantages_by_system_figure", "all_equal_figure",
            "all_equal_table", "losses_by_system_figure", "openrlhf_advantages",

@@ -19,11 +19,13 @@ import json
 import math
 import re
 import string
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from numbers import Real
 
-__all__ = ["Frames", "check_grid", "frames_html", "grid_position", "render_frames"]
+__all__ = ["Frames", "check_grid", "describe_figures", "figure_alt", "frames_html",
+           "grid_position", "render_frames"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Frames:
     index      (prod of the value counts,) frame shown for each combination, C order
     images     (F,) PNG bytes              the distinct frames, F <= len(index)
     fixed      dict                        the other arguments, the same in every frame
+    alts       (F,) str                    each distinct frame's alt text (:func:`figure_alt`)
     =========  ==========================  ================================================
     """
 
@@ -48,6 +51,7 @@ class Frames:
     index: tuple
     images: tuple
     fixed: dict
+    alts: tuple = ()
 
     def frame(self, **values) -> bytes:
         """The PNG shown for one combination of grid values: ``frames.frame(G=8, spread=1.0)``."""
@@ -96,6 +100,72 @@ def check_grid(grid, start_values, max_frames):
                          f"got {sizes} = {n_frames}")
 
 
+def _plain(text) -> str:
+    """A matplotlib label as a screen reader should hear it: one line, mathtext's ``$`` and
+    backslashes dropped (``$\\beta$`` reads "beta")."""
+    text = re.sub(r"\\(mathrm|text|mathbf|mathit)\{([^}]*)\}", r"\2", str(text))
+    text = text.replace("$", "").replace("\\", "").replace("{", "").replace("}", "")
+    return " ".join(text.split())
+
+
+def figure_alt(fig) -> str:
+    r"""The alt text of a matplotlib figure, from what the figure itself states: its title
+    (the finding, by the book's convention: ``gl.book``), then each panel's title and what
+    its axes measure.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> fig, (a, b) = plt.subplots(1, 2)
+    >>> _ = fig.suptitle("Bigger groups: fewer ties")
+    >>> _ = a.set(title="$\\beta$ = 0.04", xlabel="G", ylabel="share")
+    >>> figure_alt(fig)
+    'Bigger groups: fewer ties. 2 panels: (1) beta = 0.04, share against G; (2) a plot.'
+    >>> plt.close(fig)
+    """
+    title = _plain(fig._suptitle.get_text()) if getattr(fig, "_suptitle", None) else ""
+    panels = []
+    for ax in fig.axes:
+        if not ax.get_visible() or ax.get_label() == "<colorbar>":
+            continue
+        names = [_plain(ax.get_title(loc)) for loc in ("left", "center", "right")]
+        name = "; ".join(n for n in names if n)
+        x, y = _plain(ax.get_xlabel()), _plain(ax.get_ylabel())
+        what = f"{y} against {x}" if x and y else (y or x)
+        panels.append(", ".join(part for part in (name, what) if part) or "a plot")
+    if len(panels) == 1:
+        body = panels[0][0].upper() + panels[0][1:] + "."
+    else:
+        body = f"{len(panels)} panels: " + "; ".join(
+            f"({i}) {p}" for i, p in enumerate(panels, 1)) + "."
+    if not panels:
+        body = ""
+    text = f"{title.rstrip('.')}. {body}" if title else body
+    return text.strip() or "A figure without a title."
+
+
+def _figure_alt_metadata(fig):
+    """IPython mime-bundle hook: no data of its own (the inline backend draws the PNG), only
+    the alt text as the PNG's output metadata, which ``_ext/grpo_site.py`` puts on the page."""
+    try:
+        return {}, {"image/png": {"alt": figure_alt(fig)}}
+    except Exception:  # an alt text must never break a figure
+        return {}, {}
+
+
+def describe_figures(shell=None) -> bool:
+    """Give every matplotlib figure that the IPython ``shell`` displays its alt text
+    (:func:`figure_alt`) as output metadata. The book build runs this in the kernel that
+    executes the chapters (``_ext/grpo_site.py``); returns False outside IPython."""
+    if shell is None:
+        ipython = sys.modules.get("IPython")  # not loaded: not in IPython, and no import
+        shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return False
+    shell.display_formatter.mimebundle_formatter.for_type_by_name(
+        "matplotlib.figure", "Figure", _figure_alt_metadata)
+    return True
+
+
 def _png(fig, dpi, colors) -> bytes:
     """The figure as a palette PNG: ``colors`` colours, no dithering (flat plots stay crisp)."""
     from PIL import Image
@@ -135,16 +205,17 @@ def render_frames(figure, grid, start, *, dpi=72, colors=16, max_frames=64) -> F
     fixed = {k: v for k, v in start.items() if k not in grid}
 
     fig = None
-    images, seen, index = [], {}, []
+    images, alts, seen, index = [], [], {}, []
     for combo in itertools.product(*values):  # C order: the last parameter varies fastest
         fig = figure(**fixed, **dict(zip(names, combo)), fig=fig)
         png = _png(fig, dpi, colors)
         if png not in seen:
             seen[png] = len(images)
             images.append(png)
+            alts.append(figure_alt(fig))
         index.append(seen[png])
     plt.close(fig)
-    return Frames(names, values, first, tuple(index), tuple(images), fixed)
+    return Frames(names, values, first, tuple(index), tuple(images), fixed, tuple(alts))
 
 
 def _label(value) -> str:
@@ -173,17 +244,21 @@ def _templates() -> dict:
 def frames_html(frames: Frames, *, labels=None, title="") -> str:
     """A self-contained HTML widget (inputs, one image, a small inline script) for ``frames``.
 
-    ``labels`` maps a parameter name to the text shown beside its slider; ``title`` is the
-    image's alt text. Numeric grids become range sliders, others a drop-down list. The markup
-    is the template ``slider_frames.html``; the script is ``slider_player.js``.
+    ``labels`` maps a parameter name to the text shown beside its slider. The image's alt
+    text is the shown frame's own (``frames.alts``: its title and panels, see
+    :func:`figure_alt`), after ``title`` if one is given, then the slider settings. Numeric
+    grids become range sliders (each with ``aria-valuetext``: the value shown beside it,
+    not its position on the grid), others a drop-down list. The markup is the template
+    ``slider_frames.html``; the script is ``slider_player.js``.
     """
     html_of = _templates()["sections"]
     labels = labels or {}
     encoded = [base64.b64encode(png).decode("ascii") for png in frames.images]
+    alts = list(frames.alts) if len(frames.alts) == len(encoded) else [""] * len(encoded)
+    alts = [": ".join(part for part in (title, alt) if part) or "figure" for alt in alts]
     data = {"names": [labels.get(n, n) for n in frames.names],
             "values": [[_label(v) for v in options] for options in frames.values],
-            "index": list(frames.index), "images": encoded,
-            "alt": title or "figure"}
+            "index": list(frames.index), "images": encoded, "alts": alts}
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     uid = hashlib.sha1(payload.encode()).hexdigest()[:12]  # stable across builds
 
@@ -209,7 +284,7 @@ def frames_html(frames: Frames, *, labels=None, title="") -> str:
     frame = frames.shown(frames.start)
     return html_of["player"].substitute(
         uid=uid, frame=frame, controls="".join(controls), image=encoded[frame],
-        alt=html.escape(f"{title or 'figure'} ({start_parts})"),
+        alt=html.escape(f"{alts[frame]} ({start_parts})"),
         settings=len(frames.index), distinct=len(frames.images),
         kb=f"{sum(len(s) for s in encoded) / 1000:.0f}", fixed=fixed or "nothing",
         payload=payload, script=_templates()["script"])

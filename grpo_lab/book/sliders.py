@@ -133,6 +133,6 @@ def explorer(figure, controls, grid, *, static=None, before_draw=None, dpi=72, c
         box.frames = render_frames(figure, grid, start, dpi=dpi, colors=colors,
                                    max_frames=max_frames)
         labels = {name: c.description or name for name, c in controls.items()}
-        where = f"{figure.__module__.replace('grpo_lab.', 'gl.', 1)}.{figure.__name__}"
-        box.static_html = frames_html(box.frames, labels=labels, title=f"figure by {where}")
+        # each frame's alt text is what that frame's own titles state (frames.figure_alt)
+        box.static_html = frames_html(box.frames, labels=labels)
     return box

@@ -17,9 +17,17 @@ work offline). On every page, at both widths:
 * every slider has two settings or more, and the text does not say sliders need a kernel;
 * a collapsible answer opens wherever its title is clicked, math included;
 * Chinese terms are drawn by the web font the site ships;
-* a cold visit downloads at most PAGE_BYTES, and no page loads FontAwesome's script.
+* a cold visit downloads at most PAGE_BYTES, and no page loads FontAwesome's script;
+* axe-core (axe-playwright-python, the pinned Playwright) finds nothing critical or serious;
+* formulas are not tab stops, every control shows a focus ring, every slider tells a screen
+  reader its value (aria-valuetext), and every figure's alt text says what it shows (its
+  title; no file path, no function name);
+* at 390 px every figure and display formula fits the screen, or scrolls in its own box with a
+  visible cue, and the menu and "On this page" buttons open their drawers.
 
-The search is tried served and from file://, and on chapter 1 a slider is moved. A screenshot
+The search is tried served and from file://, dark mode on a reader whose OS prefers it, and
+on chapter 1 a slider is moved. GRPO_LAB_SITE=/path/to/_build/html runs these checks against a
+site built already (tests/site/conftest.py) instead of building one. A screenshot
 of every page visited is saved under ARTIFACTS (printed in every failure message): the whole
 page where a check found something, else its first screen.
 """
@@ -49,6 +57,10 @@ WIDTHS = {"laptop": 1280, "phone": 390}
 PAGE_BYTES = 2_900_000     # what a cold visit of any page may download (issue 16: 4.6 MB;
 #                           chapter 2 measured 2.81 MB once it showed the plain code first)
 MIN_TEXT_PX = 8            # a figure's 10-pt text, in CSS px, at any width
+AXE_FAILS = ("critical", "serious")  # axe-core impacts that fail a page
+# an alt text that names a file or a function instead of saying what the figure shows
+ALT_NOT_A_DESCRIPTION = re.compile(r"\.\./|_images/|\.png\b|data:|figure by|\bgl\.book\b|"
+                                   r"\b\w+_figure\b|^\s*figure\s*$", re.I)
 CJK_FAMILY = "GRPO Lab CJK"  # _static/grpo_site.css
 CJK = re.compile(r"[\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
                  r"\uff00-\uffef]")
@@ -115,8 +127,9 @@ class Visit:
 
     def __init__(self, browser, base, width=1280):
         self.host = urlsplit(base).netloc  # '' for file://
+        self.touch = width < 600  # a phone: taps, not clicks
         self.context = browser.new_context(viewport={"width": width, "height": 900},
-                                           service_workers="block")
+                                           service_workers="block", has_touch=self.touch)
         self.context.route("**/*", self._route)
         self.page = self.context.new_page()
         self.page.set_default_timeout(LOAD_TIMEOUT_MS)
@@ -330,6 +343,90 @@ MARK_CJK_JS = r"""(pattern) => {
 }"""
 
 
+# Keyboard and screen reader: tab stops (and how many are inside formulas), controls without
+# a focus ring, sliders without aria-valuetext, each figure's alt text and, at any width,
+# whether each figure and display formula fits the screen or scrolls with a visible cue.
+A11Y_JS = r"""() => {
+  const shown = el => el.getClientRects().length > 0;
+  const vw = document.documentElement.clientWidth;
+  const describe = el => `<${el.tagName.toLowerCase()}${el.className && typeof el.className === "string" ? "." + el.className.split(" ")[0] : ""}> ${(el.getAttribute("aria-label") || el.title || el.textContent || "").trim().replace(/\s+/g, " ").slice(0, 40)}`;
+  const stops = [...document.querySelectorAll("a[href], button, input, select, textarea, summary, [tabindex]")]
+    .filter(el => el.tabIndex >= 0 && !el.disabled && shown(el) && !el.closest("[inert], dialog:not([open])"));
+  const mathStops = stops.filter(el => el.closest("mjx-container") && !el.classList.contains("gl-scrolls"));
+  const noRing = [];
+  const controls = [...document.querySelectorAll(".bd-header button, .bd-header a[href], .bd-header-article button, .bd-header-article a[href], .bd-article input, .bd-article select, .prev-next-area a")]
+    .filter(el => shown(el) && el.tabIndex >= 0 && !el.disabled);
+  for (const el of controls) {
+    el.focus({preventScroll: true});
+    const style = getComputedStyle(el);
+    const ring = (style.outlineStyle !== "none" && parseFloat(style.outlineWidth) >= 2) ||
+                 (style.boxShadow && style.boxShadow !== "none");
+    if (document.activeElement === el && !ring) { noRing.push(describe(el)); }
+    el.blur();
+  }
+  const sliders = [...document.querySelectorAll('.gl-frames input[type="range"]')].map(el => ({
+    valuetext: el.getAttribute("aria-valuetext"),
+    shown: (el.parentElement.querySelector("output") || {}).textContent}));
+  const fits = [];  // figures and display formulas: fits, or scrolls with a cue, or neither
+  const boxOf = el => el.closest(".gl-scrolls");
+  const items = [...document.querySelectorAll(".bd-article .cell_output img, .bd-article .gl-frames img, .bd-article figure img, .bd-article mjx-container[display=\"true\"]")];
+  for (const el of items) {
+    if (!shown(el)) { continue; }
+    const r = el.getBoundingClientRect();
+    const box = boxOf(el) || (el.matches(".gl-scrolls") ? el : null);
+    const cue = box && box.nextElementSibling && box.nextElementSibling.classList.contains("gl-scroll-cue")
+      && !box.nextElementSibling.hidden && shown(box.nextElementSibling);
+    const boxRect = box ? box.getBoundingClientRect() : null;
+    const whole = r.left >= -1 && r.right <= vw + 1 && !(box && box.scrollWidth > box.clientWidth + 1);
+    fits.push({what: el.tagName === "IMG" ? "figure" : "formula",
+               name: el.tagName === "IMG" ? (el.getAttribute("alt") || "").slice(0, 50) : (el.textContent || "").slice(0, 50),
+               whole, cue: !!cue, boxFits: !!boxRect && boxRect.right <= vw + 1 && boxRect.left >= -1});
+  }
+  const alts = [...document.querySelectorAll(".bd-article img")].filter(shown)
+    .map(img => ({src: (img.getAttribute("src") || "").slice(0, 60), alt: img.getAttribute("alt")}));
+  return {stops: stops.length, mathStops: mathStops.length, noRing, sliders, fits, alts};
+}"""
+
+
+def axe_findings(page) -> list:
+    """axe-core's violations on the page as it is: (rule, impact, how many nodes, first
+    target). One run per page and width; axe's script comes with axe-playwright-python."""
+    Axe = pytest.importorskip("axe_playwright_python.sync_playwright").Axe
+    # (no preload: axe would fetch each stylesheet's @import itself, resolved against the
+    # page, a 404 for the theme's basic.css; only css-orientation-lock needs them)
+    found = Axe().run(page, options={"resultTypes": ["violations"], "preload": False}
+                      ).response["violations"]
+    return [dict(rule=v["id"], impact=v["impact"], nodes=len(v["nodes"]),
+                 target=v["nodes"][0]["target"] if v["nodes"] else None) for v in found]
+
+
+DRAWERS = {"menu": (".primary-toggle", "#pst-primary-sidebar-modal"),
+           "on this page": (".secondary-toggle", "#pst-secondary-sidebar-modal")}
+
+
+def tap_drawers(visit, shot=None) -> dict:
+    """Tap each visible drawer button (menu, "On this page") as a phone reader would: does its
+    drawer open (a shown dialog with links)? Escape closes it again."""
+    opened = {}
+    for name, (button, dialog) in DRAWERS.items():
+        buttons = [b for b in visit.page.locator(button).all() if b.is_visible()]
+        if not buttons:
+            continue
+        buttons[0].tap() if visit.touch else buttons[0].click()
+        try:
+            visit.page.wait_for_function(
+                "(d) => { const el = document.querySelector(d); return el && el.open &&"
+                " el.querySelectorAll('a[href]').length > 0; }", arg=dialog, timeout=3000)
+            opened[name] = True
+        except Exception:
+            opened[name] = False
+        if shot and opened[name]:
+            visit.screenshot(f"{shot}_{name.replace(' ', '_')}_open", full_page=False)
+        visit.page.keyboard.press("Escape")
+        visit.page.wait_for_timeout(100)
+    return opened
+
+
 def cjk_fonts(visit) -> list:
     """For each element showing Chinese characters: how many it has and how many glyphs the
     shipped web font drew (Chrome DevTools Protocol: the fonts that rendered each text)."""
@@ -375,6 +472,8 @@ def visits(site, server, browser):
                 audit = visit.page.evaluate(AUDIT_JS)
                 fonts = cjk_fonts(visit)
                 text = visit.page.evaluate("() => document.body.textContent")
+                access = visit.page.evaluate(A11Y_JS)
+                axe = axe_findings(visit.page)
                 # the whole page when something is wrong with it (slow), else what shows first
                 wrong = (not visit.clean() or state["broken"] or state["strayText"]
                          or titles["problems"] or any(c["ours"] < c["chars"] for c in fonts)
@@ -382,10 +481,13 @@ def visits(site, server, browser):
                                                    "tableHidden", "checklistText"))
                          or audit["pageWidth"] > audit["viewport"] + 1)
                 shot = visit.screenshot(name, full_page=bool(wrong))
+                drawers = tap_drawers(visit, name if rel.startswith("chapters/01") else None) \
+                    if mode == "phone" else {}
             finally:
                 visit.close()
             report[(rel, mode)] = dict(
                 state, titles=titles, audit=audit, cjk=fonts, received=received,
+                access=access, axe=axe, drawers=drawers,
                 scripts=[u for u in visit.received if "/_static/" in u],  # (and fonts)
                 nbval=sorted(set(re.findall(r"NBVAL_[A-Z_]+", text))),
                 kernel_claim=KERNEL_CLAIM.findall(text),
@@ -550,6 +652,95 @@ def test_cold_visits_stay_light(visits):
     assert not full_fonts, f"an icon missing from _static/grpo-icons.css loads {full_fonts}"
 
 
+def test_axe_finds_nothing_critical_or_serious(visits):
+    bad = {key: ([f for f in v["axe"] if f["impact"] in AXE_FAILS], v["screenshot"])
+           for key, v in served(visits).items()}
+    bad = {key: found for key, found in bad.items() if found[0]}
+    minor = sorted({f"{f['rule']} ({f['impact']})" for v in served(visits).values()
+                    for f in v["axe"] if f["impact"] not in AXE_FAILS})
+    print(f"\naxe, below serious: {minor}")
+    assert not bad, f"axe-core's critical or serious findings: {bad}"
+
+
+def test_the_menu_and_on_this_page_open_on_a_phone(visits):
+    phone = served(visits, "phone")
+    for page in ("chapters/01_group_advantages.html", "chapters/09_interview_drills.html"):
+        assert set(phone[(page, "phone")]["drawers"]) == set(DRAWERS), phone[(page, "phone")]
+    assert all("menu" in v["drawers"] for v in phone.values()), {
+        key: v["drawers"] for key, v in phone.items()}
+    bad = {key: (v["drawers"], v["screenshot"]) for key, v in phone.items()
+           if not all(v["drawers"].values())}
+    assert not bad, f"drawer buttons that open nothing at {WIDTHS['phone']} px: {bad}"
+
+
+def test_formulas_are_not_tab_stops_and_every_control_shows_focus(visits):
+    counts = {key[0]: v["access"]["stops"] for key, v in served(visits, "laptop").items()}
+    print(f"\ntab stops per page at {WIDTHS['laptop']} px: {counts}")
+    bad = {key: {"in formulas": v["access"]["mathStops"], "no focus ring": v["access"]["noRing"]}
+           for key, v in served(visits).items()
+           if v["access"]["mathStops"] or v["access"]["noRing"]}
+    assert not bad, f"tab stops inside formulas, or controls without a focus ring: {bad}"
+    drills = visits[("chapters/09_interview_drills.html", "laptop")]["access"]["stops"]
+    assert drills < 300, f"chapter 9 has {drills} tab stops (462 when formulas were stops)"
+
+
+def test_sliders_tell_a_screen_reader_their_value(visits):
+    sliders = [s for v in served(visits).values() for s in v["access"]["sliders"]]
+    assert len(sliders) >= 3, sliders
+    bad = [s for s in sliders if not s["valuetext"] or s["valuetext"] != s["shown"]]
+    assert not bad, f"range sliders whose aria-valuetext is not the value they show: {bad}"
+
+
+def test_every_figure_has_alt_text_that_describes_it(visits):
+    seen, bad = 0, {}
+    for key, v in served(visits, "laptop").items():
+        for figure in v["access"]["alts"]:
+            seen += 1
+            alt = figure["alt"] or ""
+            if len(alt) < 20 or ALT_NOT_A_DESCRIPTION.search(alt):
+                bad.setdefault(key[0], []).append(f"{figure['src']}: alt {alt!r}")
+    assert seen >= 20, f"only {seen} figures found"
+    assert not bad, f"figures whose alt text is missing, a file path or a function name: {bad}"
+
+
+def test_figures_and_formulas_fit_a_phone_or_show_that_they_scroll(visits):
+    bad, counts = {}, {"whole": 0, "scrolls, with a cue": 0}
+    for key, v in served(visits, "phone").items():
+        for item in v["access"]["fits"]:
+            if item["whole"]:
+                counts["whole"] += 1
+            elif item["cue"] and item["boxFits"]:
+                counts["scrolls, with a cue"] += 1
+            else:
+                bad.setdefault(key[0], []).append(item)
+    print(f"\nat {WIDTHS['phone']} px, figures and display formulas: {counts}")
+    assert sum(counts.values()) >= 50, counts
+    assert not bad, (f"figures or formulas cut off at {WIDTHS['phone']} px with no scroll cue: "
+                     f"{bad}")
+
+
+def test_dark_mode_follows_the_reader_and_the_first_click_changes_it(browser, server):
+    themes = {}
+    for scheme in ("dark", "light"):
+        visit = Visit(browser, server)
+        visit.context.close()
+        visit.context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                            color_scheme=scheme, service_workers="block")
+        visit.context.route("**/*", visit._route)
+        visit.page = visit.context.new_page()
+        try:
+            page = visit.open(f"{server}/chapters/01_group_advantages.html")
+            first = page.evaluate("() => document.documentElement.dataset.theme")
+            [b for b in page.locator(".theme-switch-button").all() if b.is_visible()][0].click()
+            second = page.evaluate("() => document.documentElement.dataset.theme")
+            shot = visit.screenshot(f"dark_mode_{scheme}_os_after_click", full_page=False)
+        finally:
+            visit.context.close()
+        themes[scheme] = (first, second, str(shot))
+    assert themes["dark"][:2] == ("dark", "light"), themes
+    assert themes["light"][:2] == ("light", "dark"), themes
+
+
 def search(browser, url, shot):
     visit = Visit(browser, url)
     try:
@@ -595,7 +786,9 @@ def test_moving_a_slider_changes_the_figure_without_a_kernel(browser, server):
         player.scroll_into_view_if_needed()
         shots = [visit.screenshot("chapter01_slider_0_start", full_page=False)]
 
-        def state():
+        def state():  # (the frames are files on the site: wait for the one shown)
+            page.wait_for_function("img => img.complete && img.naturalWidth > 0",
+                                   arg=figure.element_handle())
             return (figure.get_attribute("src"), player.get_attribute("data-gl-frame"),
                     figure.evaluate("img => img.complete && img.naturalWidth"),
                     figure.screenshot())
@@ -617,6 +810,7 @@ def test_moving_a_slider_changes_the_figure_without_a_kernel(browser, server):
         src3, frame3, _, pixels3 = state()
         shots.append(visit.screenshot("chapter01_slider_2_spread10_none", full_page=False))
         alt = figure.get_attribute("alt")
+        valuetext = spread.get_attribute("aria-valuetext")
     finally:
         visit.close()
     where = f"screenshots: {[str(s) for s in shots]}"
@@ -626,6 +820,8 @@ def test_moving_a_slider_changes_the_figure_without_a_kernel(browser, server):
         f"moving G did not change the figure; {where}"
     assert src3 != src2 and pixels3 != pixels2, f"moving spread did not change it; {where}"
     assert "G=16" in alt and "spread=10" in alt and "scale=none" in alt, alt
+    assert not ALT_NOT_A_DESCRIPTION.search(alt) and len(alt.split("(G=16")[0]) > 20, alt
+    assert valuetext == "10", valuetext  # what the reader sees, not the grid position
     assert not (visit.console_errors or visit.failed or visit.external), (
         visit.console_errors, visit.failed, visit.external, where)
 

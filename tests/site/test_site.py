@@ -286,6 +286,26 @@ def test_page_weight(site):
 
 
 @pytest.mark.site
+def test_slider_frames_are_files_the_browser_caches(site):
+    """The frames leave the page (issue 31: ~0.5 MB of base64 in chapters 2 and 3) for
+    _images/gl-frames, one file per distinct frame, each with its own alt text."""
+    players = 0
+    for page in site_pages(site):
+        text = page.read_text()
+        assert "data:image/png;base64," not in text, f"{page.name}: an image inside the page"
+        for payload in re.findall(r'class="gl-frames-data">(.*?)</script>', text, re.S):
+            players += 1
+            data = json.loads(payload)
+            assert "images" not in data, f"{page.name}: frames still inside the page"
+            assert len(data["files"]) == len(data["alts"]) == len(set(data["index"])), page
+            for file in data["files"]:
+                assert "_images/gl-frames/" in file and (page.parent / file).is_file(), file
+            first = re.search(r'<img class="gl-frames-figure" src="([^"]+)"', text).group(1)
+            assert first in data["files"], (page.name, first)
+    assert players >= 3, "expected the sliders of chapters 1 to 3"
+
+
+@pytest.mark.site
 def test_drill_chapter_shows_verdicts_collapsed_answers_and_pasted_numbers(site):
     import html as html_lib
 
