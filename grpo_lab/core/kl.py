@@ -86,7 +86,7 @@ def check_kl_arguments(logp, ref_logp, clamp):
 def cast_kl_estimate(name: str, k, out_dtype, clamp):
     """Clip to ``[-clamp, clamp]`` if asked, cast to ``out_dtype``, refuse anything non-finite.
 
-    An estimate past the output's range (``e^r`` for ``r > 88.7`` in float32) is a
+    An estimate past the output's range (``e^{-d}`` for ``-d > 88.7`` in float32) is a
     ``ValueError`` that says what to do, never an inf or a NaN. Written for arrays and
     tensors alike: :mod:`grpo_lab.torch.kl` casts its estimates with this same function.
     """
@@ -166,25 +166,26 @@ def kl_k2_math(logp, ref_logp):
 
 
 def kl_k3(logp, ref_logp, *, clamp=None):
-    r"""k3 = exp(ref_logp - logp) - (ref_logp - logp) - 1: unbiased, never negative.
+    r"""k3 = exp(-d) + d - 1 with d = logp - ref_logp: unbiased, never negative.
 
-    DeepSeekMath's per-token KL (Shao et al. 2024, eq. 4), written with the ratio
-    ``pi_ref / pi_theta`` of the sampled token. Same arguments and shapes as :func:`kl_k1`;
-    samples come from ``pi_theta``, over which ``E[pi_ref/pi_theta] = 1`` makes k3 unbiased.
+    DeepSeekMath's per-token KL (Shao et al. 2024, eq. 4), written there with the ratio
+    ``pi_ref / pi_theta = e^{-d}`` of the sampled token. Same arguments and shapes as
+    :func:`kl_k1`; samples come from ``pi_theta``, over which ``E[pi_ref/pi_theta] = 1`` makes
+    k3 unbiased.
 
-    It is ``f(r) = e^r - r - 1 >= 0`` at ``r = ref_logp - logp``, zero only at ``r = 0``. It
-    grows like ``e^r`` when the reference likes a token far more than the policy does, and
-    only like ``|r|`` the other way. Used as a loss term its expected gradient is that of
+    It is ``f(d) = e^{-d} + d - 1 >= 0``, zero only at ``d = 0``. It grows like ``e^{-d}`` when
+    the reference likes a token far more than the policy does (``d`` very negative), and only
+    like ``|d|`` the other way. Used as a loss term its expected gradient is that of
     KL(pi_ref || pi_theta), the *other* direction (chapter 3).
 
-    Computed by :func:`grpo_lab.k3_from_log_ratio` as ``expm1(r) - r`` (the series
-    :func:`grpo_lab.k3_series` for ``|r| < 0.1``) in float64; see the module docstring for
+    Computed by :func:`grpo_lab.k3_from_log_ratio` as ``expm1(-d) + d`` (the series
+    :func:`grpo_lab.k3_series` for ``|d| < 0.1``) in float64; see the module docstring for
     overflow and ``clamp``.
 
     >>> import numpy as np, grpo_lab as gl
     >>> gl.kl_k3(np.log([0.5, 0.25]), np.log([0.25, 0.5])).round(4)   # 0.5+log2-1, 2-log2-1
     array([0.1931, 0.3069])
-    >>> gl.kl_k3([-1e-9], [0.0])      # 5e-19; exp(r) - r - 1 would give exactly 0 here
+    >>> gl.kl_k3([-1e-9], [0.0])      # 5e-19; exp(-d) + d - 1 would give exactly 0 here
     array([5.e-19])
     >>> gl.kl_k3([-800.0], [0.0], clamp=10.0)   # e^800 overflows float64: clipped to 10
     array([10.])
