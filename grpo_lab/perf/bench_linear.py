@@ -39,12 +39,19 @@ from grpo_lab.numerics.validate import check_int
 
 __all__ = ["IMPLS", "LINEAR_SIZE", "QUICK_LINEAR_SIZE", "TRL_CHUNK", "bench_fused_linear",
            "eager_linear_grpo_loss", "linear_inputs", "measure_one", "step_function",
-           "trl_linear_grpo_loss"]
+           "trl_linear_grpo_loss", "RECORD"]
 
 LINEAR_SIZE = (8, 512, 512, 32000)              # (N, T, H, V), from issue 19
 QUICK_LINEAR_SIZE = (4, 64, 64, 2000)
 IMPLS = ("fused", "liger", "trl", "eager")
 TRL_CHUNK = 32768       # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE: vocabulary columns a tile
+
+
+def __getattr__(name):
+    if name == "RECORD":          # the full-size run, measured once (grpo_lab/perf/linear_record.py)
+        from grpo_lab.perf.linear_record import RECORD
+        return RECORD
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def eager_linear_grpo_loss(hidden, weight, ids, adv, mask, *, loss_type="dapo"):

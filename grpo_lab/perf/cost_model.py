@@ -170,7 +170,7 @@ def decode_cost(model, gpu, lengths, prompt_len, eff=EFFICIENCY):
     lengths = np.asarray(lengths)
     M = param_counts(model)["matmul"]
     t = np.arange(lengths.max())                                             # (steps,)
-    running = (lengths[None, :] > t[:, None]).sum(axis=1)                    # (steps,)
+    running = lengths.size - np.searchsorted(np.sort(lengths), t, side="right")  # (steps,) > t
     context = prompt_len + t                                                 # (steps,)
     gemm = kernel_time(2 * M * running, 2 * M, gpu, eff)                     # (steps,)
     kv_read = running * context * kv_bytes_per_token(model)                  # bytes
