@@ -252,3 +252,26 @@ def test_a_name_that_is_not_utf8_is_printed_escaped(encoding, tmp_path, monkeypa
 def test_run_bounds_its_integers_for_callers_in_python_too(options, message):
     with pytest.raises(ValueError, match=message):
         bench.run(quick=True, only=(), **options)
+
+
+def test_trls_fused_head_path_equals_eager_loss_and_gradients():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    from grpo_lab.perf import bench_linear as bl
+    inputs = bl.linear_inputs((3, 16, 8, 50), seed=2)
+    out = {}
+    for impl in ("trl", "eager"):
+        loss = bl.step_function(impl, inputs)()
+        out[impl] = (loss, inputs[0].grad.clone(), inputs[1].grad.clone())
+    for a, b in zip(out["trl"], out["eager"]):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_the_shipped_full_size_record_is_four_fresh_processes_agreeing():
+    from grpo_lab.perf import bench_linear as bl
+    record = bl.RECORD
+    assert record["command"].endswith("python -m grpo_lab.bench --only linear")
+    assert [r["impl"] for r in record["results"]] == list(bl.IMPLS)
+    assert all(r["shape"] == list(bl.LINEAR_SIZE) for r in record["results"])
+    assert record["linear_loss_check"]["equal_to_1e-5"]
+    assert record["summary"] == bench.summary(record["results"])      # the goals, recomputed
