@@ -95,9 +95,7 @@ def wide_enough(answer: Answer, case: Case) -> str | None:
     text = (f"on {case.where} your function returned {answer.dtype} values, which keep about "
             f"{digits} decimal digits")
     if not np.isfinite(answer.values).all():
-        return text + (f", and some are inf or NaN: a step overflowed in {answer.dtype} (float16 "
-                       "stops at 65504). Compute in float32 or wider, and return float32 or "
-                       "wider")
+        return text + _sixteen_bit_nonfinite(answer, case)
     with np.errstate(all="ignore"):
         err = np.abs(answer.values - case.expected).max(initial=0.0)
         stored = np.abs(case.expected.astype(SCALAR_TYPE[answer.dtype]).astype(np.float64)
@@ -110,6 +108,39 @@ def wide_enough(answer: Answer, case: Case) -> str | None:
                    f"computing in {answer.dtype} (a running sum in a 16-bit float stops growing "
                    "once it dwarfs its terms). Compute in float32 or wider, and return float32 "
                    "or wider")
+
+
+#: The largest finite value of each 16-bit dtype, and the log of it (where exp passes it).
+RANGE_16 = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+
+
+def _sixteen_bit_nonfinite(answer: Answer, case: Case) -> str:
+    """What a non-finite entry of a 16-bit answer shows: an overflow only where the exact value
+    (the reference, in float64 from the same inputs) is beyond the dtype's range; else what
+    the entry is (NaN: inf - inf, 0 * inf or 0 / 0; +-inf: a division by 0, log(0) or an inf
+    carried along), with the inputs' largest exp when it is beyond the range."""
+    d, top = answer.dtype, RANGE_16[answer.dtype]
+    bad = ~np.isfinite(answer.values)
+    i = tuple(int(j) for j in np.argwhere(bad)[0]) if bad.ndim else ()
+    got, want = float(answer.values[i]), float(case.expected[i])
+    where = f"entry {list(i)}" if i != () else "the value"
+    fix = f". Compute in float32 or wider, and return float32 or wider"
+    if not np.isfinite(want) or abs(want) > top:
+        return (f", and some are inf or NaN: {where} is {got}, and its exact value, "
+                f"{full(want)}, is beyond {d}'s range ({top:.5g}), so stored in {d} it "
+                f"overflows" + fix)
+    what = ("NaN is what inf - inf, 0 * inf or 0 / 0 gives" if np.isnan(got) else
+            f"{got} is what a division by 0, a log of 0 or an inf carried along gives")
+    text = (f", and some are inf or NaN: {where} is {got}, while its exact value, "
+            f"{full(want)}, is within {d}'s range ({top:.5g}), so the result itself fits; "
+            f"{what}, so a step on the way gave it")
+    reach = max((float(np.abs(np.asarray(x, np.float64)).max(initial=0.0))
+                 for x in case.inputs.values()
+                 if isinstance(x, np.ndarray) and x.dtype.kind in "fV" and x.size), default=0.0)
+    if reach > np.log(top):
+        text += (f" (an input here is {reach:.6g}, and exp({reach:.6g}) is beyond {d}'s "
+                 f"range: exp before a shift?)")
+    return text + fix
 
 
 def _coarser(graded: str, case: Case) -> tuple:

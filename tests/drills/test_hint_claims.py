@@ -144,8 +144,39 @@ def _loses_digits(said, case, answer, args):
     return 8 * tol <= diff < UNIT_ROUNDOFF["float32"] * scale / 64
 
 
+def _sixteen_bit_entry(said, case, answer):
+    """The non-finite entry a 16-bit verdict names: (the answer's value, the exact value, the
+    dtype's largest finite value)."""
+    index = re.search(r"inf or NaN: (?:entry \[([\d, ]*)\]|the value) is", said)
+    i = tuple(int(n) for n in index[1].split(",")) if index and index[1] else ()
+    top = grading.RANGE_16[answer.dtype]
+    return float(answer.values[i]), float(case.expected[i]), top
+
+
 def _sixteen_bit_overflow(said, case, answer, args):
-    return answer.dtype in ("float16", "bfloat16") and not np.isfinite(answer.values).all()
+    """"stored in float16 it overflows": the exact value, in float64 from the same inputs, is
+    beyond the dtype's range, and the answer's entry is not finite."""
+    if answer.dtype not in ("float16", "bfloat16"):
+        return False
+    got, want, top = _sixteen_bit_entry(said, case, answer)
+    return not np.isfinite(got) and abs(want) > top
+
+
+def _sixteen_bit_in_range(said, case, answer, args):
+    """"the result itself fits": the entry is not finite, its exact value is within range, and
+    the kind named (NaN, or +-inf) is the entry's."""
+    if answer.dtype not in ("float16", "bfloat16"):
+        return False
+    got, want, top = _sixteen_bit_entry(said, case, answer)
+    kind = ("NaN is what" in said) == bool(np.isnan(got))
+    return not np.isfinite(got) and abs(want) <= top and kind
+
+
+def _sixteen_bit_exp_reach(said, case, answer, args):
+    """"an input here is x, and exp(x) is beyond <dtype>'s range": an input has that size."""
+    x = float(re.search(r"an input here is ([-+.e\d]+), and exp", said)[1])
+    return (x > np.log(grading.RANGE_16[answer.dtype])
+            and abs(_reach(case) - x) <= 1e-5 * x)
 
 
 def _stored_error(case, answer):
@@ -254,7 +285,11 @@ CLAIMS = [
     ("a hard-coded length", "is a length hard-coded", _hard_coded_length),
     ("a coarser dtype's rounding", re.compile(r"is within what \w+ rounding gives here"),
      _coarser_rounding),
-    ("a 16-bit overflow", "a step overflowed in", _sixteen_bit_overflow),
+    ("a 16-bit overflow", re.compile(r"range \([\d.e+]+\), so stored in \w+ it overflows"),
+     _sixteen_bit_overflow),
+    ("a 16-bit inf or NaN within range", "so the result itself fits", _sixteen_bit_in_range),
+    ("an input beyond a 16-bit exp's range", re.compile(r"an input here is [-+.e\d]+, and exp"),
+     _sixteen_bit_exp_reach),
     ("storing in 16 bits alone", "from that rounding alone", _storing_alone),
     ("computing in 16 bits", "most of the error comes from computing in", _computing_in_16_bits),
     ("float32 block arithmetic", "so the block arithmetic ran in float32",
@@ -275,8 +310,9 @@ CLAIMS = [
 
 #: Words that blame a cause. A verdict with any of them must make a claim this test checks
 #: (above) or name a usual mistake, so that a new hint cannot blame unchecked.
-BLAME = re.compile(r"overflow|underflow|hard-coded|never written|rounding gives here|ran in "
-                   r"float|loses digits|computing in|the log of 0|log\(0\)")
+BLAME = re.compile(r"overflow|underflow|beyond \w+'s range|a step on the way|hard-coded|"
+                   r"never written|rounding gives here|ran in float|loses digits|computing in|"
+                   r"the log of 0|log\(0\)")
 
 #: Claims about an exception: the call's arguments are the evidence, there is no output.
 CALL_KINDS = ("a hard-coded length", "a per-row quantity against (N, T)")
@@ -347,7 +383,8 @@ def test_every_claim_a_verdict_makes_holds_on_the_answers_output(verdicts):
     # the issue's four classes of blame are all exercised by the catalogue, and more
     for kind in ("rows never written", "the log of an underflowed probability",
                  "exp overflowed", "a coarser dtype's rounding", "a float64 step losing digits",
-                 "a 16-bit overflow", "a per-row quantity against (N, T)", "a hard-coded length",
+                 "a 16-bit overflow", "a 16-bit inf or NaN within range",
+                 "an input beyond a 16-bit exp's range", "a per-row quantity against (N, T)", "a hard-coded length",
                  "the log of an underflowed product", "a batch-wide shift"):
         assert checked.get(kind, 0) >= 1, (kind, checked)
     assert checked["a usual mistake"] >= 100, checked
@@ -385,3 +422,14 @@ def test_the_claims_predicates_can_fail():
     assert not _underflowed_log("", case, minus, None)
     assert not _overflowed("", case, minus, None)                 # inputs are all 0
     assert not _hard_coded_length("include 3, which no input has", case, ones, case.args)
+    # a float16 -inf whose exact value (1.0) is within range is no overflow, and one whose
+    # exact value is beyond it is not "within range"; no input here reaches exp's range
+    f16 = Answer(np.array([[-np.inf, 1, 1], [1, 1, 1]]), "float16", None, ())
+    said = "inf or NaN: entry [0, 0] is -inf"
+    assert not _sixteen_bit_overflow(said, case, f16, None)
+    assert _sixteen_bit_in_range(said, case, f16, None)
+    assert not _sixteen_bit_in_range(said + " NaN is what", case, f16, None)
+    big = Case("x", (np.zeros((2, 3)),), np.full((2, 3), -1e5),
+               inputs={"logits": np.zeros((2, 3))})
+    assert not _sixteen_bit_in_range(said, big, f16, None)
+    assert not _sixteen_bit_exp_reach("an input here is 12, and exp", case, f16, None)

@@ -90,6 +90,12 @@ def _ls_log_of_softmax(z, dtype=np.float32):
         return np.log(e / e.sum(-1, keepdims=True))
 
 
+def _ls_log_of_softmax_own(z):
+    """The log of exp(z) / sum(exp(z)), all in the logits' own dtype: inf / inf in float16."""
+    e = np.exp(z)
+    return np.log(e / e.sum(-1, keepdims=True))
+
+
 _LOG_SOFTMAX = Drill("check_log_softmax", 4, rights=(
     _ls_right, log_softmax, _ls_float64, _ls_torch, _ls_logaddexp, _ls_loops,
     _ls_float32_as_float64, _ls_logsumexp_float32), wrongs=(
@@ -101,7 +107,9 @@ _LOG_SOFTMAX = Drill("check_log_softmax", 4, rights=(
     Wrong("the log of the softmax, in float64", lambda z: _ls_log_of_softmax(z, np.float64),
           "is below the smallest float64"),
     Wrong("no max shift", lambda z: z - np.log(np.exp(z).sum(-1, keepdims=True)),
-          "overflowed in float16"),
+          "exp(12) is beyond float16's range"),
+    Wrong("the log of an unshifted softmax, in the input's dtype", _ls_log_of_softmax_own,
+          "-inf is what a division by 0, a log of 0 or an inf carried along gives"),
     Wrong("no max shift, in float32",
           lambda z: (lambda x: x - np.log(np.exp(x).sum(-1, keepdims=True)))(
               np.asarray(z).astype(np.float32)), "Subtract the row max"),
@@ -205,7 +213,8 @@ _SEQUENCE_SUM = Drill("check_sequence_logprob_sum", 4, rights=(
           "that is a mean"),
     Wrong("sums over axis 0", lambda logp, mask: np.where(mask, logp, 0.0).sum(0),
           "expected (2,): one sum per sequence"),
-    Wrong("float16 accumulation only", _sum_low_for_float16, "overflowed in float16"),
+    Wrong("float16 accumulation only", _sum_low_for_float16,
+          "is beyond float16's range (65504), so stored in float16 it overflows"),
     Wrong("returns strings", lambda logp, mask: np.array(["a", "b"]), "expected a float array"),
     Wrong("the log of the product of probabilities", _sum_log_of_product,
           "was a product of probabilities"),
