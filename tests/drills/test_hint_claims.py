@@ -384,7 +384,8 @@ def test_every_claim_a_verdict_makes_holds_on_the_answers_output(verdicts):
     for kind in ("rows never written", "the log of an underflowed probability",
                  "exp overflowed", "a coarser dtype's rounding", "a float64 step losing digits",
                  "a 16-bit overflow", "a 16-bit inf or NaN within range",
-                 "an input beyond a 16-bit exp's range", "a per-row quantity against (N, T)", "a hard-coded length",
+                 "an input beyond a 16-bit exp's range", "a per-row quantity against (N, T)",
+                 "a hard-coded length",
                  "the log of an underflowed product", "a batch-wide shift"):
         assert checked.get(kind, 0) >= 1, (kind, checked)
     assert checked["a usual mistake"] >= 100, checked
@@ -433,3 +434,143 @@ def test_the_claims_predicates_can_fail():
                inputs={"logits": np.zeros((2, 3))})
     assert not _sixteen_bit_in_range(said, big, f16, None)
     assert not _sixteen_bit_exp_reach("an input here is 12, and exp", case, f16, None)
+
+
+# --- the format reward (chapter 5): each mechanism a verdict names, checked by calling the
+# --- answer again on the completions the verdict gives as its evidence -----------------------
+
+def _format_verdict(fn) -> str:
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        gl.drills.check_format_reward(fn)
+    return buffer.getvalue().strip()
+
+
+def _reward(fn, text):
+    try:
+        return float(fn(text))
+    except Exception:                                  # noqa: BLE001  no evidence either way
+        return None
+
+
+def _quoted_lists(said, where):
+    """The completions a verdict lists after '<where> it accepts' and 'and refuses'."""
+    import ast
+    m = re.search(rf"{where} it accepts (.*?)(?:; |\) ?:|; gl\.)", said)
+    if m is None:
+        return None
+    part = m[1]
+    if part.startswith("none of "):
+        ok, no = "", part.removeprefix("none of ")
+    else:
+        ok, _, no = part.partition(" and refuses ")
+
+    def as_list(s):
+        return list(ast.literal_eval(f"[{s}]")) if s else []
+    return as_list(ok), as_list(no)
+
+
+def _format_claims(fn, said, text):
+    """Each mechanism the verdict names, and whether the answer's own rewards show it."""
+    from grpo_lab.drills import ch05_rewards as ch5
+    claims = []
+    if "re.DOTALL" in said:
+        multi = [t for _, t, e, _ in ch5.FORMAT_CASES if e == 1.0 and ch5._multi_line(t)]
+        multi.append(ch5.MULTI_LINE_ANSWER)
+        between = ch5.PROBE_BASE[0] + "\n" + ch5.PROBE_BASE[1]
+        claims.append(("re.DOTALL",
+                       all(_reward(fn, t) == 0.0 for t in multi)
+                       and all(_reward(fn, ch5._blocks_flat(t)) == 1.0 for t in multi)
+                       and _reward(fn, between) == 1.0
+                       and all(gl.format_reward(t) == gl.format_reward(ch5._blocks_flat(t))
+                               == 1.0 for t in multi + [between])))
+    if "so the '<' itself is what it refuses" in said:
+        plain = re.sub(r"<(?!/?(?:think|answer)>)", "less than", text)
+        claims.append(("the '<' itself", _reward(fn, text) == 0.0 and _reward(fn, plain) == 1.0
+                       and gl.format_reward(plain) == 1.0))
+    for where, probes in (("between the blocks", lambda w: ch5.PROBE_BASE[0] + w
+                           + ch5.PROBE_BASE[1]),
+                          ("around the completion", lambda w: w + "".join(ch5.PROBE_BASE) + w)):
+        lists = _quoted_lists(said, where)
+        if lists is not None:
+            ok, no = lists
+            claims.append((f"whitespace {where}",
+                           bool(no) and all(_reward(fn, probes(w)) == 1.0 for w in ok)
+                           and all(_reward(fn, probes(w)) == 0.0 for w in no)
+                           and all(gl.format_reward(probes(w)) == 1.0 for w in ok + no)))
+    for kind, mirror in (("opening", ("a stray closing tag", "a stray </answer> at the end")),
+                         ("closing", ("a lone extra <think>", "a lone extra <answer>"))):
+        if f"hold the {kind} tags to one each" in said:
+            texts = [t for n, t, _, _ in ch5.FORMAT_CASES if n in mirror]
+            claims.append((f"{kind} tags unchecked", _reward(fn, text) == 1.0
+                           and all(_reward(fn, t) == 0.0 for t in texts)
+                           and all(t.startswith("</") != (kind == "opening")
+                                   for t in _repeated_tags(text))))
+    if "a length cap cuts real answers" in said:
+        n = int(re.search(r"with a (\d+)-character thinking", said)[1])
+        short = text[:7] + "7 + 5 is 12. " * 20 + text[text.index("</think>"):]
+        claims.append(("a length cap", len(short) == n and _reward(fn, short) == 1.0
+                       and _reward(fn, text) == 0.0 and gl.format_reward(short) == 1.0))
+    return claims
+
+
+def _repeated_tags(text):
+    from grpo_lab.rl.rewards import TAGS
+    return [t for t in TAGS if text.count(t) > 1]
+
+
+#: Mechanisms the format checker never has evidence for: no verdict may name them.
+UNSHOWN = re.compile(r"lazy|\.\*\?|\[\^<\]|IGNORECASE|\.lower\(\)|backtrack|swallows|"
+                     r"re\.search finds")
+
+
+def test_format_reward_hints_name_only_what_the_answers_rewards_show():
+    """Every catalogued wrong format reward: the verdict names re.DOTALL, a refused '<', the
+    whitespace it accepts and refuses, an unchecked kind of tag or a length cap only where the
+    answer's own rewards on the completions the verdict gives show it (and gl.format_reward's
+    agree); it never names a mechanism (a lazy .*?, [^<]*, re.IGNORECASE) no probe shows."""
+    from grpo_lab.drills.ch05_rewards import FORMAT_CASES
+    checked, wrong = {}, []
+    for w in CATALOGUE["format_reward"].wrongs:
+        said = _format_verdict(w.fn)
+        case = next(((n, t) for n, t, _, _ in FORMAT_CASES if said.startswith(f"NOT YET: {n} (")),
+                    None)
+        if UNSHOWN.search(said):
+            wrong.append((w.mistake, "an unshown mechanism", said))
+        if case is None:
+            continue
+        for kind, ok in _format_claims(w.fn, said, case[1]):
+            checked[kind] = checked.get(kind, 0) + 1
+            if not ok:
+                wrong.append((w.mistake, kind, said))
+    assert not wrong, "\n\n".join(" | ".join(x) for x in wrong)
+    for kind in ("re.DOTALL", "the '<' itself", "whitespace between the blocks",
+                 "whitespace around the completion", "opening tags unchecked",
+                 "closing tags unchecked", "a length cap"):
+        assert checked.get(kind, 0) >= 1, (kind, checked)
+
+
+def test_format_reward_names_re_dotall_only_on_its_evidence():
+    """Three answers that refuse the multi-line <think> for three reasons: only the regex
+    without re.DOTALL is told to pass re.DOTALL (before, all three were)."""
+    from tests.drills.catalogue import ch05_rewards as cat
+    no_dotall = cat._fmt_regex(r"<think>.*?</think>\s*<answer>.+?</answer>")
+    assert "pass re.DOTALL" in _format_verdict(no_dotall)
+    for other in (cat._fmt_no_newline_anywhere, cat._fmt_thinking_trimmed):
+        said = _format_verdict(other)
+        assert said.startswith("NOT YET: a multi-line <think>") and "DOTALL" not in said, said
+
+
+def test_the_format_claims_can_fail():
+    """The claim checks reject answers that do not show them: a right answer does not refuse
+    multi-line blocks, and one that refuses every '<' still refuses it written out... """
+    from grpo_lab.drills.ch05_rewards import FORMAT_CASES
+    multi = next(t for n, t, _, _ in FORMAT_CASES if n == "a multi-line <think>")
+    lt = next(t for n, t, _, _ in FORMAT_CASES if n == "a '<' inside the thinking")
+    claims = dict(_format_claims(gl.format_reward, "pass re.DOTALL", multi))
+    assert claims == {"re.DOTALL": False}
+    assert dict(_format_claims(lambda s: 0.0, "so the '<' itself is what it refuses", lt)) == {
+        "the '<' itself": False}
+    said = "between the blocks it accepts ' ' and refuses '\\t'; gl."
+    assert dict(_format_claims(gl.format_reward, said, multi)) == {
+        "whitespace between the blocks": False}

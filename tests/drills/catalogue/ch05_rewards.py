@@ -185,16 +185,60 @@ def _fmt_between(between, strip=str.strip, flags=0):
     return fn
 
 
+def _fmt_no_newline_anywhere(completion):
+    """Refuses every newline inside the stripped text, between the blocks too: not a missing
+    re.DOTALL (the blocks are found without a regex)."""
+    text = completion.strip()
+    return 0.0 if "\n" in text else _fmt_right(text)
+
+
+def _fmt_thinking_trimmed(completion):
+    """Wants the thinking without whitespace at its ends: the multi-line <think> fails because
+    it starts with a newline, and fails just as well with that newline a space."""
+    text = completion.strip()
+    m = re.fullmatch(r"<think>(.*)</think>\s*<answer>(.*)</answer>", text, re.S)
+    if _fmt_right(text) == 0.0 or m is None:
+        return 0.0
+    return float(m.group(1) == m.group(1).strip())
+
+
+def _fmt_thinking_unsearched(completion):
+    """No regex, greedy or lazy: three tags counted, the answer searched for tags, the
+    thinking not, so a '</answer>' inside the thinking passes."""
+    text = completion.strip()
+    if any(text.count(tag) != 1 for tag in ("<think>", "</think>", "<answer>")):
+        return 0.0
+    if not (text.startswith("<think>") and text.endswith("</answer>")):
+        return 0.0
+    close, open_ = text.find("</think>"), text.find("<answer>")
+    body = text[open_ + len("<answer>"):-len("</answer>")]
+    if open_ < close or text[close + len("</think>"):open_].strip() or "</answer>" in body:
+        return 0.0
+    return float(body.strip() != "")
+
+
+def _fmt_length_cap(completion):
+    """"No policy writes 4096 characters": a length cap, no backtracking at all."""
+    return 0.0 if len(completion) > 4096 else _fmt_right(completion)
+
+
+def _fmt_four_angles(completion):
+    """Exactly four '<' in the text, one per tag: no [^<]* anywhere, yet a '<' in the
+    mathematics is refused all the same."""
+    return 0.0 if completion.count("<") != 4 else _fmt_right(completion)
+
+
 _FORMAT = Drill("check_format_reward", 5, rights=(
     _fmt_right, format_reward, _fmt_scan, _fmt_tempered, _fmt_bool, _fmt_split,
     _fmt_tags_lexed, _fmt_collapsed), wrongs=(
-    Wrong("only the closing tags counted", _fmt_closing_counts, "count the opening tags too"),
+    Wrong("only the closing tags counted", _fmt_closing_counts,
+          "hold the opening tags to one each as you do the closing ones"),
     Wrong("a tempered dot on the closing tags only", _fmt_tempered_closing,
-          "lets an opening one through"),
+          "refuses an extra closing tag (0.0 on a stray closing tag"),
     Wrong("only a newline allowed between the blocks", _fmt_between("\n?"),
-          "a space as well as a newline"),
+          "between the blocks it accepts '\\n' and refuses ' ', '\\n\\n'"),
     Wrong("spaces and newlines between, no tab", _fmt_between("[ \n]*"),
-          "a tab too"),
+          "and refuses '\\t';"),
     Wrong("only newlines stripped", _fmt_between(r"\s*", strip=lambda s: s.strip("\n")),
           "str.strip(), not strip('\\n')"),
     Wrong("whitespace between the blocks, not around them",
@@ -237,13 +281,26 @@ _FORMAT = Drill("check_format_reward", 5, rights=(
     Wrong("raises when the regex does not match", _fmt_raises, "it never raises"),
     Wrong("the closing </answer> made optional", _fmt_closing_optional, "closed by </answer>"),
     Wrong("a lazy regex and no tag counts", _fmt_lazy_no_counts, "each tag exactly once"),
-    Wrong("only the opening tags counted", _fmt_opening_counts, "count the closing tags too"),
+    Wrong("only the opening tags counted", _fmt_opening_counts,
+          "hold the closing tags to one each as you do the opening ones"),
     Wrong("tags counted, the order in the middle not checked", _fmt_counts_and_ends,
           "must not interleave"),
     Wrong("each block found by its own search", _fmt_blocks_found_apart,
           "not one inside the other"),
     Wrong("a quadratic parser (stuck on a long completion)", _fmt_char_by_char,
           "did not finish"),
+    Wrong("every newline refused, between the blocks too (no regex)", _fmt_no_newline_anywhere,
+          "and 0.0 with a newline between the blocks too"),
+    Wrong("the thinking must not start or end with whitespace", _fmt_thinking_trimmed,
+          "it gives 0.0, gl.format_reward 1.0"),
+    Wrong("the thinking never searched for tags (no regex)", _fmt_thinking_unsearched,
+          "also where one sits inside the thinking (here '</answer>' 2 times)"),
+    Wrong("a length cap of 4096 characters", _fmt_length_cap,
+          "so the length alone is refused: a length cap"),
+    Wrong("exactly four '<' in the text", _fmt_four_angles,
+          "so the '<' itself is what it refuses"),
+    Wrong("at most one whitespace character between the blocks", _fmt_between(r"\s?"),
+          "and refuses '\\n\\n', ' \\n '"),
 ))
 
 
