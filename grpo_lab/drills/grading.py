@@ -266,13 +266,71 @@ def check_cases(fn, cases, say, *, passed, mistakes=(), fixed: str | None = None
     if failed is None:
         return say(True, passed() if callable(passed) else passed)
     hints = matching_mistakes(mistakes, runs, failed, fixed=fixed, k=k, slack=slack)
-    (difference, note), required = verdict_text[0] or (None, None), verdict_text[1]
+    (difference, (note, index)), required = (verdict_text[0] or (None, (None, None)),
+                                             verdict_text[1])
+    if note and "but if a step ran in float32" in note and not _float32_explains(
+            runs, failed, index, mistakes):
+        case, answer = runs[failed]
+        f32 = float32_evaluation(case)
+        gap = abs(float(answer.values[index]) - float(case.expected[index]))
+        note = (f". The difference, {gap:.2g}, is about the size of a float32 rounding here, "
+                "but your outputs are not a float32 evaluation of the formula on every case "
+                f"run (here that gives {full(f32[index], 'float32')}), so float32 does not "
+                "explain it: look at the formula itself")
     if hints and difference:   # a named mistake says more than the size of the difference
         return say(False, difference + f": {'; or '.join(hints[:2])}")
     return say(False, required or difference + note)
 
 
-def _difference(case, answer, bad, fixed, k, slack) -> str:
+def float32_evaluation(case: Case):
+    """The correct formula evaluated in float32: the case's reference on its float inputs
+    rounded to float32, in float32 where the reference keeps its inputs' dtype, the result
+    rounded to float32. Where the case has no reference (chapter 6b's cases, graded against
+    NumPy references of tensors), the exact value rounded to float32."""
+    if case.reference is None or not case.perturb:
+        return case.expected.astype(np.float32).astype(np.float64)
+    args = list(case.args)
+    for i in case.perturb:
+        args[i] = np.asarray(args[i], np.float64).astype(np.float32)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = np.asarray(case.reference(*args), np.float64)
+        return np.broadcast_to(value.astype(np.float32).astype(np.float64), case.expected.shape)
+    except (ValueError, TypeError, IndexError, ZeroDivisionError):
+        return None
+
+
+def _float32_explains(runs, failed: int, index, mistakes) -> bool:
+    """Whether a float64 answer's outputs are a float32 evaluation of the correct formula: on
+    every case run, every finite entry within float32's tolerance of
+    :func:`float32_evaluation` (the failing case's every entry), and no usual mistake (one
+    that differs from the reference at ``index`` of the failing case) closer to the output
+    there."""
+    for i, (case, answer) in enumerate(runs):
+        f32 = float32_evaluation(case)
+        agree = close(answer.values, f32, tolerance(case, "float32"))
+        if not (agree if i == failed else agree | ~np.isfinite(answer.values)).all():
+            return False
+    case, answer = runs[failed]
+    f32 = float32_evaluation(case)
+    gap = abs(float(answer.values[index]) - float(f32[index]))
+    for mistake in mistakes:
+        try:
+            with np.errstate(all="ignore"):
+                wrong = mistake.value(case)
+            if wrong is None:
+                continue
+            wrong = np.broadcast_to(np.asarray(wrong, np.float64), case.expected.shape)
+        except (ValueError, TypeError, IndexError, ZeroDivisionError):
+            continue
+        if (wrong[index] != case.expected[index]
+                and abs(float(answer.values[index]) - float(wrong[index])) < gap):
+            return False
+    return True
+
+
+def _difference(case, answer, bad, fixed, k, slack) -> tuple:
     index = tuple(int(i) for i in np.argwhere(bad)[0]) if bad.ndim else ()
     got, want = answer.values[index], case.expected[index]
     what = f"entry {list(index)}" if index != () else "the value"
@@ -283,5 +341,5 @@ def _difference(case, answer, bad, fixed, k, slack) -> str:
         text += f", for {inputs}"
     if bad.sum() > 1:
         text += f" ({int(bad.sum()) - 1} more of the {bad.size} entries differ)"
-    return text, precision_note(abs(got - want), case, answer, index, fixed=fixed, k=k,
-                                slack=slack)
+    note = precision_note(abs(got - want), case, answer, index, fixed=fixed, k=k, slack=slack)
+    return text, (note, index)

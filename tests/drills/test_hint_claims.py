@@ -139,6 +139,21 @@ def _coarser_rounding(said, case, answer, args):
     return tol < diff <= i_tol and diff >= UNIT_ROUNDOFF[coarser] * scale / 64
 
 
+def _float32_evaluated(said, case, answer, args):
+    """"if a step ran in float32 ... that explains it", for a float64 answer: its output is
+    within float32's tolerance of the formula evaluated in float32, on every entry."""
+    f32 = grading.float32_evaluation(case)
+    return bool(grading.close(answer.values, f32, tolerance(case, "float32")).all())
+
+
+def _float32_refuted(said, case, answer, args):
+    """"float32 does not explain it": a float64 answer whose difference is float32-sized, and
+    which is not a float32 evaluation of the formula on this case, or is told so from another
+    case run (checked by the checker; here, the size and the dtype)."""
+    diff, tol, scale, tol32 = _first_difference(said, case, answer)
+    return answer.dtype == "float64" and tol < diff <= 4 * tol32
+
+
 def _loses_digits(said, case, answer, args):
     diff, tol, scale, _ = _first_difference(said, case, answer)
     return 8 * tol <= diff < UNIT_ROUNDOFF["float32"] * scale / 64
@@ -298,6 +313,8 @@ CLAIMS = [
      re.compile(r"keep it \(B, 1\) with keepdims=True\)$|was a sum taken over the wrong "
                 r"axis\?|broadcast it over the tokens as adv\[:, None\]\)$"), _broadcast_sizes),
     ("a float64 step losing digits", "a float64 step loses digits", _loses_digits),
+    ("a float32 step in a float64 answer", "but if a step ran in float32", _float32_evaluated),
+    ("float32 refuted", "so float32 does not explain it", _float32_refuted),
     ("an all-equal group's 0 / 0", "NaN here is 0 / 0", _group_nan),
     ("an all-equal group's mean a rounding off", "the mean came out a rounding away",
      _group_rounding),
@@ -385,7 +402,7 @@ def test_every_claim_a_verdict_makes_holds_on_the_answers_output(verdicts):
                  "exp overflowed", "a coarser dtype's rounding", "a float64 step losing digits",
                  "a 16-bit overflow", "a 16-bit inf or NaN within range",
                  "an input beyond a 16-bit exp's range", "a per-row quantity against (N, T)",
-                 "a hard-coded length",
+                 "a hard-coded length", "a float32 step in a float64 answer", "float32 refuted",
                  "the log of an underflowed product", "a batch-wide shift"):
         assert checked.get(kind, 0) >= 1, (kind, checked)
     assert checked["a usual mistake"] >= 100, checked

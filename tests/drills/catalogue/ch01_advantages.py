@@ -81,10 +81,27 @@ def _adv_second_moment(r, eps=1e-8):
     return (r - r.mean(-1, keepdims=True)) / (np.sqrt(var) + eps)
 
 
+def _adv_no_eps_guarded(r, eps=1e-8):
+    """No eps beside the std, a zero std replaced by eps: off by about 2e-8 on the worked
+    example, the size of a float32 rounding, yet nothing ran in float32."""
+    r = np.asarray(r, np.float64)
+    std = r.std(-1, keepdims=True)
+    return (r - r.mean(-1, keepdims=True)) / np.where(std > 0, std, eps)
+
+
+def _adv_float64_eps(r, eps):
+    r = np.asarray(r, np.float64)
+    return (r - r.mean(-1, keepdims=True)) / (r.std(-1, keepdims=True) + eps)
+
+
 _ADVANTAGES = Drill("check_group_advantages", 1, rights=(
     _adv_right, _adv_loops, _adv_torch, _adv_float32, _adv_welford, _adv_grad_tensor,
     lambda r, eps=1e-8: group_advantages(r, eps),
 ), wrongs=(
+    Wrong("eps left out, a zero std guarded (float64, float32-sized error)", _adv_no_eps_guarded,
+          "so float32 does not explain it"),
+    Wrong("eps hard-coded as 1e-7 (float64, float32-sized error)",
+          lambda r, eps=1e-8: _adv_float64_eps(r, 1e-7), "so float32 does not explain it"),
     Wrong("Bessel's std (ddof=1, torch.std's default) where the drill asks for ddof=0",
           lambda r, eps=1e-8: (r - r.mean(-1, keepdims=True))
           / (r.std(-1, keepdims=True, ddof=1) + eps), "Bessel's std"),

@@ -58,6 +58,10 @@ def _k3_hangs(logp, ref_logp):
 
 _K3 = Drill("check_kl_k3", 3, rights=(_k3_right, kl_k3, _k3_torch, _k3_float32, _k3_series,
                                       _k3_log1p_form), wrongs=(
+    Wrong("a stray constant 1e-8 added (float64, float32-sized on the worked example)",
+          lambda logp, ref: (lambda r: np.exp(r) - r - 1 + 1e-8)(
+              np.asarray(ref, np.float64) - np.asarray(logp, np.float64)),
+          "so float32 does not explain it"),
     Wrong("the ratio upside down", lambda a, b: _k3_right(b, a), "the ratio is upside down"),
     Wrong("k1 instead of k3", lambda a, b: a - b, "that is k1"),
     Wrong("k2 instead of k3", lambda a, b: 0.5 * (a - b) ** 2, "that is k2"),
