@@ -166,7 +166,12 @@ class Visit:
     def screenshot(self, name, full_page=True) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=full_page)
+        try:
+            self.page.screenshot(path=str(path), full_page=full_page)
+        except Exception:  # a very long page on a busy machine: its first screen will do
+            if not full_page:
+                raise
+            self.page.screenshot(path=str(path), full_page=False)
         return path
 
     def clean(self) -> bool:
