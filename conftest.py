@@ -6,9 +6,20 @@ for ``grpo_lab/hf`` (chapter 6b) without transformers and TRL.
 ``grpo_lab/bench.py``, ``grpo_lab/train.py`` and ``grpo_lab/sweep.py`` are command-line entry
 points that stand for ``grpo_lab.perf.bench``, ``grpo_lab.rl.train`` and ``grpo_lab.rl.sweep``
 (collected there).
+
+Two workers (pytest-xdist, ``-n auto --dist loadfile`` in pyproject.toml): CI's machine has two
+cores and most tests use one. Each test file is one unit of work, so a notebook's cells run in
+order in one kernel (nbval) and a module's fixtures are built once; the book is built once for
+all workers (tests/conftest.py, fixture ``site``, under a file lock). The longest units go
+first (the files that read the site, then the chapters), so no worker is left with a long tail.
+(``--dist loadgroup`` would group by mark, but xdist 3.8.0 writes the group into
+``item._nodeid``, which pytest 9 no longer reads: it split a chapter's cells across workers.)
 """
 
 import importlib.util
+import os
+
+import pytest
 
 collect_ignore = ["grpo_lab/bench.py", "grpo_lab/train.py", "grpo_lab/sweep.py"]
 if importlib.util.find_spec("torch") is None:
@@ -21,3 +32,23 @@ if any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "t
 
 # A chapter cell that times out fails loudly (tests/nbval_strict.py).
 pytest_plugins = ["tests.nbval_strict"]
+
+MAX_WORKERS = 4
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """As many workers as CPUs this process may run on (``taskset -c 0`` gives one), at most
+    MAX_WORKERS; xdist's own count would read the machine's physical cores instead."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cpus or 1, MAX_WORKERS))
+
+
+def builds_the_site(item) -> bool:
+    return "site" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    site_files = {item.nodeid.split("::")[0] for item in items if builds_the_site(item)}
+    items.sort(key=lambda item: 0 if item.nodeid.split("::")[0] in site_files
+               else 1 if item.nodeid.startswith("chapters/") else 2)      # a stable sort

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,35 +17,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # The property tests run at least 200 examples each; no deadline, since CI machines are shared.
 settings.register_profile("grpo_lab", max_examples=200, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "grpo_lab"))
-
-
-# --- Two workers (pytest-xdist, ``-n auto --dist loadgroup`` in pyproject.toml) ---------------
-# CI's machine has two cores and most tests use one. Each test file is one unit of work, so a
-# notebook's cells run in order in one kernel (nbval) and a module's fixtures are built once;
-# every test that reads the built site is one unit, so the book is built once. The longest
-# units go first (the site, then the chapters), so no worker is left with a long tail.
-MAX_WORKERS = 4
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config):
-    """As many workers as CPUs this process may run on (``taskset -c 0`` gives one), at most
-    MAX_WORKERS; xdist's own count would read the machine's physical cores instead."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(cpus or 1, MAX_WORKERS))
-
-
-def unit_of_work(item) -> str:
-    return "site" if "site" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
-
-
-def pytest_collection_modifyitems(config, items):
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(unit_of_work(item)))
-    rank = {"site": 0}
-    items.sort(key=lambda item: rank.get(unit_of_work(item),
-                                         1 if item.nodeid.startswith("chapters/") else 2))
 
 
 def stored_outputs_config(folder: Path) -> Path:
@@ -65,20 +37,7 @@ def stored_outputs_config(folder: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def site(tmp_path_factory):
-    """Build the book once per test session, as the README does (warnings are errors, nitpicky
-    references), into a fresh folder; return ``_build/html``.
-
-    The build renders the chapters as stored and does not execute them a second time: in this
-    same run nbval re-executes every chapter top to bottom and compares its checked outputs,
-    tests/book/test_show_source_outputs.py compares every stored listing with the code, and
-    tests/site/test_repo.py checks that each stored chapter is one complete run (every code cell
-    executed in order, no error). Executing them again here cost ~6 minutes of CI's ~16. The
-    README's build command, which executes every chapter, is tested on one core by
-    ``python -m pytest -m slow_one_core`` (tests/site/test_one_core.py)."""
-    out = tmp_path_factory.mktemp("book")
-    config = stored_outputs_config(tmp_path_factory.mktemp("config"))
+def build_site(out: Path, config: Path) -> Path:
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else shutil.which("jupyter-book"), "build", str(ROOT),
            "--config", str(config), "--path-output", str(out), "-W", "-n", "--keep-going"]
@@ -86,4 +45,32 @@ def site(tmp_path_factory):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     print(f"\nbook built in {time.perf_counter() - start:.1f} s into {out}")
+    (out / "built").write_text("ok")
     return out / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """Build the book once per test run, as the README does (warnings are errors, nitpicky
+    references), into a fresh folder; return ``_build/html``.
+
+    The build renders the chapters as stored and does not execute them a second time: in this
+    same run nbval re-executes every chapter top to bottom and compares its checked outputs,
+    tests/book/test_show_source_outputs.py compares every stored listing with the code, and
+    tests/site/test_repo.py checks that each stored chapter is one complete run (every code cell
+    executed, in order, no error). Executing them again here cost ~6 minutes of CI's ~16. The
+    README's build command, which executes every chapter, is tested on one core by
+    ``python -m pytest -m slow_one_core`` (tests/site/test_one_core.py).
+
+    Under pytest-xdist the workers share one build: the first to ask builds it under a file
+    lock in the run's common temporary folder, the others wait for it and read it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return build_site(tmp_path_factory.mktemp("book"),
+                          stored_outputs_config(tmp_path_factory.mktemp("config")))
+    shared = tmp_path_factory.getbasetemp().parent / "book"     # common to this run's workers
+    shared.mkdir(exist_ok=True)
+    with FileLock(str(shared) + ".lock"):
+        if not (shared / "built").exists():
+            return build_site(shared, stored_outputs_config(tmp_path_factory.mktemp("config")))
+    return shared / "_build" / "html"
