@@ -167,6 +167,7 @@ _MODULES = {
     "cost_memory": "grpo_lab.perf.cost_memory",
     "hf_profile": "grpo_lab.perf.hf_profile",
     "bench_linear": "grpo_lab.perf.bench_linear",
+    "measure": "grpo_lab.perf.measure",
     "triton_kernels": "grpo_lab.torch.triton_kernels",
     "loss_fused": "grpo_lab.perf.loss_fused",
     "sliders": "grpo_lab.book.sliders",

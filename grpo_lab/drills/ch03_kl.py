@@ -44,7 +44,7 @@ def _k3_cases():
         r = ref - lp                                                     # log(pi_ref / pi_theta)
         yield Case(where, (lp, ref), kl_k3(lp, ref), inputs={"logp": lp, "ref_logp": ref},
                    scale=np.abs(np.expm1(r)) + np.abs(r), reference=kl_k3, perturb=(0, 1),
-                   show=lambda i, r=r: f"r = ref_logp - logp = {full(r[i])}")
+                   show=lambda i, r=r: f"d = logp - ref_logp = {full(-r[i])}")
 
 
 def _k3_mistakes():
@@ -52,12 +52,12 @@ def _k3_mistakes():
         return Mistake(hint, lambda c: f(c.inputs["logp"], c.inputs["ref_logp"]))
 
     return [
-        m("the ratio is upside down: k3 uses r = ref_logp - logp, i.e. pi_ref / pi_theta of "
-          "the sampled token", lambda a, b: kl_k3(b, a)),
+        m("the ratio is upside down: k3 = exp(-d) + d - 1 with d = logp - ref_logp, "
+          "i.e. exp(-d) = pi_ref / pi_theta of the sampled token", lambda a, b: kl_k3(b, a)),
         m("that is k1 = logp - ref_logp, not k3", kl_k1),
         m("that is k2 = (logp - ref_logp)^2 / 2, not k3", kl_k2),
-        m("exp(r) - 1 cancels for a tiny r (all but a few digits are rounding): compute it as "
-          "np.expm1(r) - r", lambda a, b: np.exp(b - a) - (b - a) - 1),
+        m("exp(-d) - 1 cancels for a tiny d (all but a few digits are rounding): compute k3 as "
+          "np.expm1(-d) + d", lambda a, b: np.exp(b - a) - (b - a) - 1),
         m("each sequence's k3 was summed (or averaged) and broadcast back over its tokens; k3 "
           "is per token: no sums or means", lambda a, b: None if np.ndim(a) < 2 else
           np.broadcast_to(kl_k3(a, b).sum(-1, keepdims=True), np.shape(a))),
@@ -78,7 +78,7 @@ def _exact_zero(case, answer):
 
 
 def check_kl_k3(fn, *, verbose=True) -> bool:
-    """Check ``fn(logp, ref_logp) -> k3`` per token, k3 = exp(r) - r - 1, r = ref_logp - logp.
+    """Check ``fn(logp, ref_logp) -> k3`` per token, k3 = exp(-d) + d - 1, d = logp - ref_logp.
 
     Tokens are sampled from pi_theta; the answer must keep the shape (any shape), be exactly 0
     where the two log-probs agree, and stay accurate for tiny gaps (use expm1).

@@ -94,7 +94,7 @@ def _mistakes():
           slip(lambda r, a, e, b, k, mk, lp, rf: None if b == 0 else agg(pg(r, a, e), mk))),
         m("the KL term has the wrong sign: the loss adds + beta * k3",
           slip(lambda r, a, e, b, k, mk, lp, rf: agg(pg(r, a, e) - b * k, mk))),
-        m("the k3 ratio is upside down: r = ref_logp - logp, k3 = exp(r) - r - 1",
+        m("the k3 ratio is upside down: d = logp - ref_logp, k3 = exp(-d) + d - 1",
           slip(lambda r, a, e, b, k, mk, lp, rf: agg(pg(r, a, e) + b * kl_k3(rf, lp), mk))),
         m("that penalty is k1 = logp - ref_logp, not k3",
           slip(lambda r, a, e, b, k, mk, lp, rf: agg(pg(r, a, e) + b * kl_k1(lp, rf), mk))),

@@ -126,7 +126,8 @@ def k3_series(d):
         \qquad r = -d
 
     summed in Horner form up to ``r^13 / 13!``. Nothing of size 1 is subtracted, so it is
-    accurate to a few ulp where ``exp(r) - r - 1`` loses every digit.
+    accurate to a few ulp where ``exp(r) - r - 1`` keeps a few digits (float64) or none
+    (float32).
 
     >>> import numpy as np, grpo_lab as gl
     >>> gl.k3_series(np.array([1e-9, -0.05]))       # d^2/2 = 5e-19; e^0.05 - 1.05 = 0.00127

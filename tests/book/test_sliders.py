@@ -130,10 +130,16 @@ def test_bad_figure_or_controls_are_rejected_by_name():
         sliders.explorer(tiny_figure, {"a": 2}, {"a": [2]})
 
 
-def test_the_static_player_names_the_figure_function_by_its_public_path():
+def test_the_static_players_alt_text_says_what_the_frame_shows_and_its_settings():
+    """Each frame's alt text is the figure's own title (what it shows), then the settings it
+    was drawn at; never a file path or the name of the function that drew it (issue 31)."""
     controls = {"beta": w.FloatSlider(value=0.1, min=0.0, max=1.0, description="beta")}
     box = sliders.explorer(gl.book.ch03.kl_beta_figure, controls, {"beta": [0.1]}, static=True)
-    assert 'alt="figure by gl.book.ch03.kl_beta_figure (beta=0.1)"' in box.static_html
+    alts = re.findall(r'alt="([^"]*)"', box.static_html)
+    assert len(alts) == 1, alts
+    assert alts[0].startswith("Beta = 0.1: zero-reward answers keep") and \
+        alts[0].endswith("(beta=0.1)"), alts
+    assert "kl_beta_figure" not in alts[0] and ".png" not in alts[0] and "gl." not in alts[0]
 
 
 def test_the_page_is_filled_from_the_template_files_that_ship_with_the_package():
