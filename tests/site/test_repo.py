@@ -118,10 +118,10 @@ def test_chapter_installs_the_package_on_colab_only(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_chapter_is_stored_as_one_complete_run(path):
-    """The site tests render the chapters as stored (tests/conftest.py, fixture ``site``), so
-    each must be stored as one run top to bottom: every code cell executed, in order, in one
-    kernel (execution counts 1, 2, 3, ...), and no error output. A chapter saved mid-run, with a
-    cell run twice or one skipped, fails here; nbval re-executes it in the same test run."""
+    """A chapter is stored as one run top to bottom (what a reader opening it in Jupyter, or
+    on Colab, sees before running it): every code cell executed, in order, in one kernel
+    (execution counts 1, 2, 3, ...), and no error output. A chapter saved mid-run, with a cell
+    run twice or one skipped, fails here; nbval re-executes it in the same test run."""
     cells = [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
              if c["cell_type"] == "code"]
     counts = [c.get("execution_count") for c in cells]
