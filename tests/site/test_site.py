@@ -110,7 +110,8 @@ def test_chapter_five_shows_the_verifiers_the_hostile_table_and_the_hack(site):
     assert "def accuracy_reward" in text and "def format_reward" in text   # the real source
     assert "a power tower" in text and "2 MB of text" in text             # hostile strings
     assert "weak reward rose by more than 0.2: True" in text               # the hack, live
-    assert "true accuracy rose by less than 0.1: True" in text
+    assert "true accuracy fell: True" in text                              # to ...
+    assert "true accuracy ends below a uniform guess" in text               # ... below guessing
     assert "PASS: all 33 completions" in text                              # drill solution
     assert "tag_hide-input" in page
 
@@ -292,7 +293,10 @@ def test_slider_frames_are_files_the_browser_caches(site):
     players = 0
     for page in site_pages(site):
         text = page.read_text()
-        assert "data:image/png;base64," not in text, f"{page.name}: an image inside the page"
+        # (the player's script names the data: prefix it would use; no image data may follow)
+        assert not re.search(r"data:image/png;base64,[A-Za-z0-9+/=]{16}", text), \
+            f"{page.name}: an image inside the page"
+        files = set()
         for payload in re.findall(r'class="gl-frames-data">(.*?)</script>', text, re.S):
             players += 1
             data = json.loads(payload)
@@ -300,8 +304,9 @@ def test_slider_frames_are_files_the_browser_caches(site):
             assert len(data["files"]) == len(data["alts"]) == len(set(data["index"])), page
             for file in data["files"]:
                 assert "_images/gl-frames/" in file and (page.parent / file).is_file(), file
-            first = re.search(r'<img class="gl-frames-figure" src="([^"]+)"', text).group(1)
-            assert first in data["files"], (page.name, first)
+            files.update(data["files"])
+        for first in re.findall(r'<img class="gl-frames-figure" src="([^"]+)"', text):
+            assert first in files, (page.name, first)        # each player's first frame
     assert players >= 3, "expected the sliders of chapters 1 to 3"
 
 
