@@ -196,6 +196,19 @@ def precision_note(diff: float, case: Case, answer: Answer, index, *, fixed=None
     return ""
 
 
+
+def mistake_output(mistake, case):
+    """What ``mistake`` gives on ``case``, as float64 of the expected shape; None where it
+    gives nothing or cannot take this case's shape."""
+    try:
+        with np.errstate(all="ignore"):
+            wrong = mistake.value(case)
+        if wrong is None:
+            return None
+        return np.broadcast_to(np.asarray(wrong, np.float64), case.expected.shape)
+    except (ValueError, TypeError, IndexError, ZeroDivisionError):
+        return None
+
 def matching_mistakes(mistakes, runs, failed: int, *, fixed=None, k=16.0, slack=0.0):
     """The hints of the mistakes that the answers match on every run case (on their finite
     entries, except the failing case) and that the failing case ``runs[failed]`` tells apart
@@ -204,13 +217,8 @@ def matching_mistakes(mistakes, runs, failed: int, *, fixed=None, k=16.0, slack=
     for mistake in mistakes:
         told, same = False, True
         for i, (case, answer) in enumerate(runs):
-            try:
-                with np.errstate(all="ignore"):
-                    wrong = mistake.value(case)
-                if wrong is None:
-                    continue
-                wrong = np.broadcast_to(np.asarray(wrong, np.float64), case.expected.shape)
-            except (ValueError, TypeError, IndexError, ZeroDivisionError):
+            wrong = mistake_output(mistake, case)
+            if wrong is None:
                 continue                                  # the mistake cannot be this shape
             tol = tolerance(case, grade_dtype(answer, fixed), k=k, slack=slack)
             agree = close(answer.values, wrong, tol)
@@ -316,13 +324,8 @@ def _float32_explains(runs, failed: int, index, mistakes) -> bool:
     f32 = float32_evaluation(case)
     gap = abs(float(answer.values[index]) - float(f32[index]))
     for mistake in mistakes:
-        try:
-            with np.errstate(all="ignore"):
-                wrong = mistake.value(case)
-            if wrong is None:
-                continue
-            wrong = np.broadcast_to(np.asarray(wrong, np.float64), case.expected.shape)
-        except (ValueError, TypeError, IndexError, ZeroDivisionError):
+        wrong = mistake_output(mistake, case)
+        if wrong is None:
             continue
         if (wrong[index] != case.expected[index]
                 and abs(float(answer.values[index]) - float(wrong[index])) < gap):
