@@ -262,6 +262,8 @@ def completion_logp(model: TinyGPT, prompts: torch.Tensor, tokens: torch.Tensor,
     P = prompts.shape[1]
     if prompt_repeats == 1:
         ids = torch.cat([prompts, tokens], dim=1)                          # (N, P + T)
+        # The shift: the logits at position j score the token at j + 1, so positions P - 1
+        # to P + T - 2 score the T completion tokens (the last token scores nothing needed).
         logits = model(ids[:, :-1])[:, P - 1:, :]                          # (N, T, V)
     else:
         cache = []
@@ -274,8 +276,8 @@ def completion_logp(model: TinyGPT, prompts: torch.Tensor, tokens: torch.Tensor,
     if temperature != 1.0:
         logits = logits / temperature
     logprobs = F.log_softmax(logits, dim=-1)                               # (N, T, V)
-    logp = logprobs.gather(2, tokens[..., None]).squeeze(2)                # (N, T)
-    logp = torch.where(mask, logp, torch.zeros_like(logp))
+    logp = logprobs.gather(2, tokens[..., None]).squeeze(2)                # (N, T) sampled
+    logp = torch.where(mask, logp, torch.zeros_like(logp))                 # 0 after EOS
     if not entropy:
         return logp
     h = -(logprobs.exp() * logprobs).sum(-1)                               # (N, T)

@@ -61,10 +61,12 @@ def rollout(run: Run) -> Rollout:
     cfg = run.config
     terms = run.task.batch(cfg.prompts_per_step, run.rng, balanced=cfg.balanced)   # B
     prompts = encode_prompts(run, terms, repeat=cfg.group_size)               # (N, P)
+    # Four (N, T) tensors: ids padded with PAD after EOS, the mask (True up to and including
+    # EOS), log pi_old of each sampled token and each sampling distribution's entropy.
     tokens, mask, old_logp, entropy = sample(run.policy, prompts, cfg.max_new_tokens,
                                              temperature=cfg.temperature,
                                              generator=run.generator, entropy=True)
-    texts = [run.tokenizer.decode(row) for row in tokens.tolist()]
+    texts = [run.tokenizer.decode(row) for row in tokens.tolist()]          # N strings
     return Rollout(terms, prompts, tokens, mask, old_logp, texts, entropy)
 
 
