@@ -1,9 +1,11 @@
 """Drill checker for chapter 6, the training loop: the loss of one inner iteration, in torch.
 
-The drill: ``my_loss(logp, old_logp, ref_logp, adv, mask, eps, beta)``, with tensors logp,
-old_logp, ref_logp (N, T) float64, adv (N,) one advantage per completion and mask (N, T) bool,
-returns the loss as a 0-d tensor: the per-token clipped surrogate plus beta * k3, reduced the
-``grpo`` way (mean over each completion's tokens, then over the completions). It is compared
+The drill: ``my_loss(logp, old_logp, ref_logp, adv, mask, eps, beta)``, with tensors logp
+(requires grad), old_logp, ref_logp (N, T) float64, adv (N,) float64, one advantage per
+completion, mask (N, T) bool, and eps, beta Python floats, returns the loss as a 0-d tensor:
+the per-token clipped surrogate plus beta * k3 (k3 = expm1(-d) + d, d = logp - ref_logp, the
+form chapter 3's drill asks for), reduced the ``grpo`` way (mean over each completion's
+tokens, then over the completions). It is compared
 with ``gl.torch.grpo_loss(..., kl="k3", agg="grpo")`` in value and in its gradient with respect
 to logp, on ragged batches whose ratios have left 1 on both sides of the clip range, whose
 padded positions hold garbage, with N == T (where an advantage broadcast along the tokens goes
@@ -87,7 +89,7 @@ def _mistakes():
         m(padding, slip(lambda r, a, e, b, k, mk, lp, rf: (pg(r, a, e) + b * k).mean())),
         m(padding, slip(lambda r, a, e, b, k, mk, lp, rf: (
             (pg(r, a, e) + b * k).sum(1) / mk.sum(1)).mean())),
-        m("the sign is flipped: that is the objective, min(r A, clip(r) A) - beta k3; the loss "
+        m("the sign is flipped: that is the objective, min(rho A, clip(rho) A) - beta k3; the loss "
           "to minimise is its negative", slip(lambda r, a, e, b, k, mk, lp, rf: -agg(
               pg(r, a, e) + b * k, mk))),
         m("the KL term is missing: add beta * k3 to every token's loss",
@@ -99,10 +101,10 @@ def _mistakes():
         m("that penalty is k1 = logp - ref_logp, not k3",
           slip(lambda r, a, e, b, k, mk, lp, rf: agg(pg(r, a, e) + b * kl_k1(lp, rf), mk))),
         m("optimistic: the min of the two losses is the max of the objectives; the loss is "
-          "the larger of -A r and -A clip(r) (torch.maximum)", slip(
+          "the larger of -A rho and -A clip(rho) (torch.maximum)", slip(
               lambda r, a, e, b, k, mk, lp, rf: agg(np.minimum(-a * r, -a * clip(r, e))
                                                     + b * k, mk))),
-        m("no clipping: -A r alone ignores eps; take the larger of -A r and -A clip(r)",
+        m("no clipping: -A rho alone ignores eps; take the larger of -A rho and -A clip(rho)",
           slip(lambda r, a, e, b, k, mk, lp, rf: agg(-a * r + b * k, mk))),
         m("that is verl's dual-clip (c = 3): the loss of a token with A < 0 is capped at -3 A; "
           "the drill is the plain clipped surrogate", slip(lambda r, a, e, b, k, mk, lp, rf: agg(
@@ -216,9 +218,10 @@ def _gradient_note(case, got, want, tol) -> str:
 def check_grpo_loss(fn, *, verbose=True) -> bool:
     """Check ``fn(logp, old_logp, ref_logp, adv, mask, eps, beta) -> loss``, a 0-d tensor.
 
-    The loss is ``-min(r A, clip(r, 1 - eps, 1 + eps) A) + beta * k3`` per token, averaged
-    over each completion's tokens, then over the completions (``agg="grpo"``); its value and
-    its gradient with respect to logp must equal those of ``gl.torch.grpo_loss``.
+    The loss is ``-min(rho A, clip(rho, 1 - eps, 1 + eps) A) + beta * k3`` per token, with
+    ``rho = exp(logp - old_logp)`` the ratio and ``k3 = expm1(-d) + d``, ``d = logp - ref_logp``,
+    averaged over each completion's tokens, then over the completions (``agg="grpo"``); its
+    value and its gradient with respect to logp must equal those of ``gl.torch.grpo_loss``.
     """
     say = verdict(verbose, fn)
     import grpo_lab.torch  # noqa: F401  says how to install torch when it is missing
