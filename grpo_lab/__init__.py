@@ -173,6 +173,7 @@ _MODULES = {
     "sliders": "grpo_lab.book.sliders",
     "book": "grpo_lab.book",
     "drills": "grpo_lab.drills",
+    "deck": "grpo_lab.deck",
     "torch": "grpo_lab.torch",
     "paper": "grpo_lab.core.paper",
     "hf": "grpo_lab.hf",
@@ -185,3 +186,7 @@ def __getattr__(name):
     if name in _MODULES:
         return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'grpo_lab' has no attribute {name!r}")
+
+# Chapter 4, pitfalls 6 and 7: float32 master weights and loss scaling (gl.master_weights).
+_MODULES["master_weights"] = "grpo_lab.numerics.master_weights"
+__all__ += ["master_weights"]

@@ -7,7 +7,10 @@
   naive in float16 and bfloat16 against ``gl.sequence_logprob_sum``
   (the numbers: ``logprob_sum_errors``);
 * ``mismatch_figure``: the per-token log-ratio between a training and an inference kernel
-  (``gl.rounded_matmul`` with two summation orders) and its random walk along a sequence.
+  (``gl.rounded_matmul`` with two summation orders) and its random walk along a sequence;
+* ``master_weight_figure``: how far K weight updates drift from the float64 run when they are
+  added in bfloat16 alone and through a float32 master copy (``gl.master_weights``);
+* ``loss_scale_figure``: a dynamic loss scaler's scale along a run, with its skipped steps.
 
 Each title states what the figure measured; every input is seeded.
 """
@@ -29,7 +32,7 @@ from grpo_lab.book.frames import describe_figures
 describe_figures()
 
 __all__ = ["cancellation_errors", "cancellation_figure", "logprob_sum_errors",
-           "logprob_sum_figure", "mismatch_figure"]
+           "logprob_sum_figure", "loss_scale_figure", "master_weight_figure", "mismatch_figure"]
 
 _COLOURS = {"float16": "C0", "bfloat16": "C1", "float32": "C2", "float64": "C3"}
 
@@ -215,5 +218,67 @@ def mismatch_figure(log_ratio, *, fig=None):
                   f"in [{weight.min():.2f}, {weight.max():.2f}] after {d['bfloat16'].shape[1]} "
                   f"tokens, where it should be 1", fontsize=10)
     ax1.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def master_weight_figure(run, *, fig=None):
+    """The RMS distance from the float64 run after each step, for the weights updated in the
+    dtype alone, the float32 master copy and the dtype copy made from it after each update.
+
+    ``run`` is a :class:`grpo_lab.numerics.master_weights.MasterWeightRun`. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from grpo_lab.numerics.master_weights import MasterWeightRun
+
+    if not isinstance(run, MasterWeightRun):
+        raise TypeError(f"run: expected a MasterWeightRun (gl.master_weights.master_weight_run),"
+                        f" got {describe(run)}")
+    if fig is None:
+        fig = plt.figure(figsize=(7, 3.8))
+    fig.clear()
+    ax = fig.subplots()
+    steps = np.arange(1, len(run.distance["low"]) + 1)
+    moved = np.sqrt(np.mean((run.reference - run.start) ** 2))
+    labels = {"low": f"{run.dtype} only: w + step rounded to {run.dtype}",
+              "copy": f"{run.dtype} copy of the float32 master (what the model reads)",
+              "master": "float32 master weights"}
+    for key, colour in (("low", _COLOURS["bfloat16"]), ("copy", "C4"), ("master", _COLOURS["float32"])):
+        ax.plot(steps, np.maximum(run.distance[key], 1e-12), color=colour, lw=1.5,
+                label=labels[key])
+    ax.set(yscale="log", xlabel="optimiser step", ylabel="RMS distance from the float64 run")
+    ax.set_title(f"{run.dtype} alone makes {run.moved('low'):.0%} of the updates' movement "
+                 f"(RMS {moved:.1e});\nthrough float32 master weights, "
+                 f"{run.moved('master'):.0%}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def loss_scale_figure(run, *, fig=None):
+    """A dynamic loss scaler's scale (log2) at each step, with the skipped steps marked.
+
+    ``run`` is a :class:`grpo_lab.numerics.master_weights.DynamicScalerRun`. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    from grpo_lab.numerics.master_weights import DynamicScalerRun
+
+    if not isinstance(run, DynamicScalerRun):
+        raise TypeError(f"run: expected a DynamicScalerRun (gl.master_weights."
+                        f"dynamic_loss_scaling), got {describe(run)}")
+    if fig is None:
+        fig = plt.figure(figsize=(7, 3.8))
+    fig.clear()
+    ax = fig.subplots()
+    steps = np.arange(1, len(run.scales) + 1)
+    ax.step(steps, np.log2(run.scales), where="post", color="C0", lw=1.5, label="log2 of the scale S")
+    ax.plot(steps[run.skipped], np.log2(run.scales[run.skipped]), "x", color="C3", ms=7,
+            label="skipped: a scaled gradient overflowed")
+    ax.set(xlabel="optimiser step", ylabel="log2 S")
+    ax.set_title(f"The scale rises until the gradients overflow, then halves:\n"
+                 f"{int(run.skipped.sum())} of {len(steps)} steps skipped", fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
