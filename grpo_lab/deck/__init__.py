@@ -1,4 +1,339 @@
 """The interview deck as data: the cards in ``cards/*.toml``, their numbers in providers.
 
-See :mod:`grpo_lab.deck.registry` for how a card quotes a computed number.
+A card is a ``[[card]]`` table (read with ``tomllib``)::
+
+    [[card]]
+    id = "all-equal-group"                  # unique, kebab-case, stable
+    topic = "advantages"                    # one of TOPICS
+    chapter = "01_group_advantages"         # chapters/<chapter>.ipynb teaches it
+    section = "The eps guard and the all-equal group"   # a ## or ### heading of that chapter
+    question = "..."
+    answer = '''MyST Markdown; a computed number is {{p_equal:.0%}}.'''
+    follow_ups = []                         # optional
+    given = ["8", "0.9"]                    # the literal numbers the texts may state
+    # question_zh, answer_zh, follow_ups_zh: the same card in 中文, with the same placeholders
+
+``{{name[:spec]}}`` is a number computed by a provider (:mod:`grpo_lab.deck.registry`);
+``{{q:card-id}}`` is the number another card has in the deck, so that a cross reference
+("question {{q:dapo-changes}}") follows the deck's order. Links to chapters are written
+relative to ``chapters/`` (``[chapter 3](03_kl_estimators.ipynb)``).
+
+:func:`load_cards` reads and checks every card; :func:`markdown` renders cards as MyST
+Markdown; :func:`show` displays them in a notebook. Chapter 9 renders each topic with
+``gl.deck.show("<topic>")``.
 """
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpo_lab.deck import registry
+
+CARDS_DIR = Path(__file__).resolve().parent / "cards"
+# the book's chapters, when the package runs from the repository (not in an installed wheel)
+CHAPTERS_DIR = Path(__file__).resolve().parents[2] / "chapters"
+
+# the deck's sections, in the order chapter 9 shows them
+TOPICS = ("advantages", "ppo", "kl", "precision", "rewards", "loop", "neighbours", "expert")
+REQUIRED = ("id", "topic", "chapter", "section", "question", "answer")
+OPTIONAL = ("question_zh", "answer_zh", "follow_ups", "follow_ups_zh", "given")
+LANGS = ("both", "en", "zh")
+CARD_REF = re.compile(r"\{\{q:([^{}]*)\}\}")
+ID = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+# a chapter's link target inside an answer: 03_kl_estimators.ipynb or 03_kl_estimators.ipynb#x
+CHAPTER_LINK = re.compile(r"\]\((\d\d[a-z]?_[A-Za-z0-9_]+\.ipynb(?:#[^)\s]*)?)\)")
+
+
+class CardError(ValueError):
+    """A card that breaks a rule of the deck; the message names the file, the card and the field."""
+
+
+@dataclass(frozen=True)
+class Card:
+    id: str
+    topic: str
+    chapter: str
+    section: str
+    question: str
+    answer: str
+    follow_ups: tuple = ()
+    given: tuple = ()
+    question_zh: str | None = None
+    answer_zh: str | None = None
+    follow_ups_zh: tuple | None = None
+    file: str = ""
+
+    def texts(self):
+        """(field, text) of every text of the card, both languages."""
+        out = [("question", self.question), ("answer", self.answer)]
+        out += [(f"follow_ups[{i}]", t) for i, t in enumerate(self.follow_ups)]
+        if self.question_zh is not None:
+            out.append(("question_zh", self.question_zh))
+        if self.answer_zh is not None:
+            out.append(("answer_zh", self.answer_zh))
+        out += [(f"follow_ups_zh[{i}]", t) for i, t in enumerate(self.follow_ups_zh or ())]
+        return out
+
+    @property
+    def has_zh(self) -> bool:
+        return self.question_zh is not None and self.answer_zh is not None
+
+
+def chapter_headings(stem: str, chapters_dir: Path = CHAPTERS_DIR) -> list[str]:
+    """The text of every ## and ### heading of ``chapters/<stem>.ipynb``, in order."""
+    return list(_headings(str(Path(chapters_dir) / f"{stem}.ipynb")))
+
+
+@functools.lru_cache(maxsize=None)
+def _headings(path: str) -> tuple[str, ...]:
+    cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    out = []
+    for cell in cells:
+        if cell["cell_type"] != "markdown":
+            continue
+        in_code = False
+        for line in "".join(cell["source"]).splitlines():
+            if line.lstrip().startswith(("```", "~~~")):
+                in_code = not in_code
+            m = re.match(r"^#{2,3} (.+?)\s*$", line)
+            if m and not in_code:
+                out.append(m.group(1))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def computed_numbers() -> dict:
+    """Every number of the deck, by name (computed once per session)."""
+    return registry.compute_numbers()
+
+
+def _error(file, card_id, field, problem):
+    who = f"card {card_id!r}" if card_id else "a card"
+    return CardError(f"{file}: {who}: {field}: {problem}")
+
+
+def _read(path: Path) -> list[dict]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise CardError(f"{path.name}: not valid TOML: {err}") from None
+    extra = set(data) - {"card"}
+    if extra:
+        raise CardError(f"{path.name}: unknown top-level key(s) {sorted(extra)}; "
+                        f"cards are [[card]] tables")
+    return data.get("card", [])
+
+
+def _check_text_list(name, raw, file, cid, field):
+    value = raw.get(field, [])
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise _error(file, cid, field, "must be a list of strings")
+    return tuple(value)
+
+
+def _card(raw: dict, file: str) -> Card:
+    cid = raw.get("id") if isinstance(raw.get("id"), str) else None
+    unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
+    if unknown:
+        raise _error(file, cid, sorted(unknown)[0],
+                     f"unknown field (a card has {', '.join(REQUIRED + OPTIONAL)})")
+    for field in REQUIRED + ("question_zh", "answer_zh"):
+        if field in raw and not (isinstance(raw[field], str) and raw[field].strip()):
+            raise _error(file, cid, field, "must be a non-empty string")
+        if field in REQUIRED and field not in raw:
+            raise _error(file, cid, field, "missing (every card needs it)")
+    if not ID.fullmatch(cid):
+        raise _error(file, cid, "id", "must be kebab-case: lower-case words joined by '-'")
+    if ("question_zh" in raw) != ("answer_zh" in raw):
+        missing = "answer_zh" if "question_zh" in raw else "question_zh"
+        raise _error(file, cid, missing, "missing: a card in 中文 has both question_zh and answer_zh")
+    follow_ups = _check_text_list("follow_ups", raw, file, cid, "follow_ups")
+    follow_ups_zh = None
+    if "follow_ups_zh" in raw:
+        follow_ups_zh = _check_text_list("follow_ups_zh", raw, file, cid, "follow_ups_zh")
+        if len(follow_ups_zh) != len(follow_ups):
+            raise _error(file, cid, "follow_ups_zh",
+                         f"{len(follow_ups_zh)} entries for {len(follow_ups)} follow_ups")
+    elif follow_ups and "answer_zh" in raw:
+        raise _error(file, cid, "follow_ups_zh", "missing: the card is in 中文 and has follow_ups")
+    given = _check_text_list("given", raw, file, cid, "given")
+    return Card(id=cid, topic=raw["topic"], chapter=raw["chapter"], section=raw["section"],
+                question=raw["question"], answer=raw["answer"], follow_ups=follow_ups,
+                given=given, question_zh=raw.get("question_zh"), answer_zh=raw.get("answer_zh"),
+                follow_ups_zh=follow_ups_zh, file=file)
+
+
+def _placeholder_set(text: str):
+    return sorted(registry.placeholders(text))
+
+
+def load_cards(cards_dir=None, *, chapters_dir=None, numbers_=None) -> list[Card]:
+    """Every card of the deck, in deck order (topics as in TOPICS, then files by name and
+    position), each checked; a card that breaks a rule raises :class:`CardError` naming its
+    file, its id and the field.
+
+    The rules: required fields present; unique kebab-case ids; a known topic; the chapter's
+    notebook exists and ``section`` is one of its ## or ### headings (checked when the
+    chapters are there, as in the repository); every placeholder has a computed number and a
+    format spec that fits it; every ``{{q:id}}`` names a card; every literal number is in
+    ``given``; and 中文 texts quote the same placeholders as their English.
+    """
+    cards_dir = Path(cards_dir) if cards_dir is not None else CARDS_DIR
+    chapters_dir = Path(chapters_dir) if chapters_dir is not None else CHAPTERS_DIR
+    files = sorted(cards_dir.glob("*.toml"))
+    if not files:
+        raise CardError(f"{cards_dir}: no card files (*.toml)")
+    cards, seen = [], {}
+    for path in files:
+        for raw in _read(path):
+            card = _card(raw, path.name)
+            if card.id in seen:
+                raise _error(path.name, card.id, "id", f"already used in {seen[card.id]}")
+            seen[card.id] = path.name
+            cards.append(card)
+    nums = computed_numbers() if numbers_ is None else numbers_
+    check_chapters = chapters_dir.is_dir()
+    for card in cards:
+        fail = functools.partial(_error, card.file, card.id)
+        if card.topic not in TOPICS:
+            raise fail("topic", f"{card.topic!r} is not one of {', '.join(TOPICS)}")
+        if check_chapters:
+            if not (chapters_dir / f"{card.chapter}.ipynb").is_file():
+                raise fail("chapter", f"chapters/{card.chapter}.ipynb does not exist")
+            if card.section not in chapter_headings(card.chapter, chapters_dir):
+                raise fail("section", f"{card.section!r} is not a ## or ### heading of "
+                                      f"{card.chapter}")
+        allowed = set(card.given)
+        for field, text in card.texts():
+            for ref in CARD_REF.findall(text):
+                if ref not in seen:
+                    raise fail(field, f"{{{{q:{ref}}}}} names no card")
+            plain = CARD_REF.sub(" ", text)
+            for name, spec in registry.placeholders(plain):
+                if name not in nums:
+                    raise fail(field, f"{{{{{name}}}}} is computed by no provider")
+                try:
+                    format(nums[name], spec or "")
+                except (ValueError, TypeError) as err:
+                    raise fail(field, f"{{{{{name}:{spec}}}}}: {err}") from None
+            stray = [x for x in registry.literal_numbers(plain) if x not in allowed]
+            if stray:
+                raise fail(field, f"literal number(s) {stray} not in given (a result is a "
+                                  f"{{{{placeholder}}}}; a setting or citation goes in given)")
+        pairs = [("question", "question_zh"), ("answer", "answer_zh")]
+        pairs += [(f"follow_ups[{i}]", f"follow_ups_zh[{i}]")
+                  for i in range(len(card.follow_ups_zh or ()))]
+        texts = dict(card.texts())
+        for en, zh in pairs:
+            if zh in texts and (_placeholder_set(texts[en]) != _placeholder_set(texts[zh])
+                                or sorted(CARD_REF.findall(texts[en]))
+                                != sorted(CARD_REF.findall(texts[zh]))):
+                raise fail(zh, f"quotes other placeholders than {en}")
+    order = {t: i for i, t in enumerate(TOPICS)}
+    return sorted(cards, key=lambda c: order[c.topic])      # stable: file order within a topic
+
+
+# --- rendering --------------------------------------------------------------------------
+
+def chapter_label(stem: str) -> str:
+    """'01_group_advantages' -> 'chapter 1'; '06b_real_model' -> 'chapter 6b'."""
+    m = re.match(r"(\d+)([a-z]?)_", stem)
+    return f"chapter {int(m.group(1))}{m.group(2)}" if m else stem
+
+
+def anchor(heading: str) -> str:
+    """The id the site gives a heading (lower case, runs of other characters as one '-')."""
+    return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
+
+
+def _fix_links(text: str, page: str) -> str:
+    """Links written relative to chapters/ made relative to ``page`` (a path from the root)."""
+    base = os.path.dirname(page) or "."
+    if os.path.normpath(base) == "chapters":
+        return text
+    rel = os.path.relpath("chapters", base)
+    return CHAPTER_LINK.sub(lambda m: f"]({rel}/{m.group(1)})", text)
+
+
+def _fill(text: str, nums: dict, number_of: dict) -> str:
+    text = CARD_REF.sub(lambda m: str(number_of[m.group(1)]), text)
+    return registry.fill(text, nums).strip()
+
+
+def _lang_blocks(en: str, zh: str | None, lang: str) -> str:
+    """English and 中文 as sibling blocks in one ``gl-card-langs`` box (the site sets them side
+    by side on a wide screen, stacked on a phone); only English when the card has no 中文 yet."""
+    parts = []
+    if lang in ("both", "en") or zh is None:
+        parts.append(f'<div class="gl-card-en" lang="en">\n\n{en}\n\n</div>')
+    if lang in ("both", "zh") and zh is not None:
+        parts.append(f'<div class="gl-card-zh" lang="zh-CN">\n\n{zh}\n\n</div>')
+    return '<div class="gl-card-langs">\n' + "\n".join(parts) + "\n</div>"
+
+
+def render_card(card: Card, number: int, *, lang="both", page="chapters/09_interview_drills.ipynb",
+                nums=None, number_of=None) -> str:
+    """One card as MyST Markdown (see :func:`markdown`)."""
+    nums = computed_numbers() if nums is None else nums
+    number_of = number_of or {card.id: number}
+    fill = functools.partial(_fill, nums=nums, number_of=number_of)
+    q_en = f"**{number}. {fill(card.question)}**"
+    q_zh = f"**{number}. {fill(card.question_zh)}**" if card.question_zh else None
+    a_en = fill(card.answer)
+    a_zh = fill(card.answer_zh) if card.answer_zh else None
+    if card.follow_ups:
+        a_en += "\n\n**Follow-ups:**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups)
+        if a_zh is not None and card.follow_ups_zh:
+            a_zh += "\n\n**追问：**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups_zh)
+    where = f"{chapter_label(card.chapter)}, {card.section}"
+    link = _fix_links(f"[{where}]({card.chapter}.ipynb#{anchor(card.section)})", page)
+    return (f'<div class="gl-card" id="card-{card.id}" data-topic="{card.topic}">\n'
+            f'<div class="gl-card-q">\n{_lang_blocks(q_en, q_zh, lang)}\n</div>\n'
+            f'<details class="gl-card-a">\n<summary>Answer · 答案</summary>\n\n'
+            f'{_fix_links(_lang_blocks(a_en, a_zh, lang), page)}\n\n</details>\n\n'
+            f'<div class="gl-card-where">\n\ntaught in: {link}\n\n</div>\n'
+            f'</div>\n')
+
+
+def markdown(topic=None, lang="both", page="chapters/09_interview_drills.ipynb", *,
+             cards=None) -> str:
+    """The MyST Markdown of the deck's cards (all, or one topic's), numbered in deck order.
+
+    Each card: the question as a bold line with its number; the answer collapsed in an HTML
+    ``<details>`` (collapsed in JupyterLab, Colab and on the site); then a link to the section
+    that teaches it. English and 中文 are sibling blocks, ``<div class="gl-card-en"
+    lang="en">`` and ``<div class="gl-card-zh" lang="zh-CN">``; ``lang`` "en" or "zh" keeps
+    one (a card without 中文 shows English). ``page`` is the path from the repository root of
+    the page the Markdown goes in, so that chapter links resolve. A topic without cards gives
+    "".
+    """
+    if topic is not None and topic not in TOPICS:
+        raise ValueError(f"markdown: topic {topic!r} is not one of {', '.join(TOPICS)}")
+    if lang not in LANGS:
+        raise ValueError(f"markdown: lang {lang!r} is not one of {', '.join(LANGS)}")
+    if not isinstance(page, str) or not page:
+        raise ValueError(f"markdown: page must be a path from the repository root, got {page!r}")
+    deck = load_cards() if cards is None else cards
+    number_of = {c.id: i for i, c in enumerate(deck, 1)}
+    nums = computed_numbers()
+    return "\n".join(render_card(c, number_of[c.id], lang=lang, page=page, nums=nums,
+                                 number_of=number_of)
+                     for c in deck if topic is None or c.topic == topic)
+
+
+def show(topic=None, lang="both"):
+    """Display the cards of ``topic`` (all cards if None) in a notebook; nothing if it has none."""
+    text = markdown(topic, lang=lang)
+    if text:
+        from IPython.display import Markdown, display
+        display(Markdown(text))
+
+
+__all__ = ["TOPICS", "Card", "CardError", "load_cards", "markdown", "show", "computed_numbers",
+           "chapter_headings", "render_card", "anchor", "chapter_label"]

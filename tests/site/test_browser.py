@@ -215,14 +215,21 @@ PAGE_STATE_JS = r"""async () => {
   };
 }"""
 
-# Click every collapsible title (sphinx-togglebutton) where a reader might: on each piece
-# inside it (math, code, emphasis), then on the title itself. Each click must flip that box
-# and no other (the theme's handler once toggled the last box clicked, or threw). All end open.
+# Click every collapsible title where a reader might: on each piece inside it (math, code,
+# emphasis), then on the title itself. Titles are sphinx-togglebutton's (a dropdown admonition)
+# and every <details>' <summary> (the deck's answers, hidden code). Each click must flip that
+# box and no other (the theme's handler once toggled the last box clicked, or threw). All end open.
 TITLES_JS = r"""() => {
   const problems = [];
-  const boxes = [...document.querySelectorAll(".bd-article .admonition.toggle")];
-  const titles = boxes.map(box => box.querySelector(":scope > .admonition-title")).filter(Boolean);
-  const states = () => boxes.map(box => box.classList.contains("toggle-hidden"));
+  const toggles = [...document.querySelectorAll(".bd-article .admonition.toggle")]
+    .filter(box => box.querySelector(":scope > .admonition-title"));
+  const details = [...document.querySelectorAll(".bd-article details")]
+    .filter(box => box.querySelector(":scope > summary"));
+  const boxes = [...toggles, ...details];
+  const titles = [...toggles.map(box => box.querySelector(":scope > .admonition-title")),
+                  ...details.map(box => box.querySelector(":scope > summary"))];
+  const hidden = box => box.tagName === "DETAILS" ? !box.open : box.classList.contains("toggle-hidden");
+  const states = () => boxes.map(hidden);
   let clicks = 0;
   for (const title of titles) {
     const box = title.parentElement;
@@ -246,7 +253,7 @@ TITLES_JS = r"""() => {
         problems.push(`${title.textContent.trim().slice(0, 60)}: a click on <${hit.tagName.toLowerCase()}> flipped ${flipped.length} boxes${flipped.length && flipped[0] !== box ? ", not its own" : ""}`);
       }
     }
-    if (box.classList.contains("toggle-hidden")) { title.click(); }
+    if (hidden(box)) { title.click(); }
   }
   return {titles: titles.length, clicks, problems};
 }"""
