@@ -46,6 +46,8 @@
    a record of what the chapter checks, not a form), and the slider frames leave the page for
    files of their own (``_images/gl-frames``), which a browser caches, instead of base64
    inside the HTML.
+11. The interview deck for Anki: the build writes ``deck/grpo-lab-deck.apkg`` (chapter 9's
+   cards, English and 中文, :mod:`grpo_lab.deck.anki`), which chapter 9 links to.
 """
 
 from __future__ import annotations
@@ -417,8 +419,10 @@ CJK_SOURCE_NAME = "Noto Sans CJK SC"
 
 
 def book_characters(root: Path) -> set:
-    """Every CJK character in the book's sources: chapters (outputs included) and pages."""
-    files = [*root.glob("chapters/*.ipynb"), *root.glob("*.md")]
+    """Every CJK character in the book's sources: chapters (outputs included), pages and the
+    interview deck's cards (chapter 9 renders them)."""
+    files = [*root.glob("chapters/*.ipynb"), *root.glob("*.md"),
+             *root.glob("grpo_lab/deck/cards/*.toml")]
     return set().union(*(CJK.findall(f.read_text(encoding="utf-8")) for f in files))
 
 
@@ -451,6 +455,19 @@ def make_cjk_font(root: Path, source: str = CJK_SOURCE) -> Path:
     return out
 
 
+# --- 11. the interview deck for Anki ------------------------------------------------------------
+
+APKG = "deck/grpo-lab-deck.apkg"
+
+
+def write_anki_deck(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    from grpo_lab.deck.anki import build_apkg
+
+    build_apkg(Path(app.outdir) / APKG)
+
+
 def setup(app):
     os.environ[STATIC_ENV] = "1"
     app.connect("builder-inited", kernel_startup)
@@ -460,6 +477,7 @@ def setup(app):
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", lighten_pages)
     app.connect("build-finished", write_search_text)
+    app.connect("build-finished", write_anki_deck)
     app.connect("build-finished", forget_failed_build)
     app.add_css_file(ICONS_CSS)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -248,8 +248,11 @@ def chapter_label(stem: str) -> str:
 
 
 def anchor(heading: str) -> str:
-    """The id the site gives a heading (lower case, runs of other characters as one '-')."""
-    return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-")
+    """The slug MyST gives a ## or ### heading (``myst_heading_anchors`` in _config.yml), which
+    the site resolves to the heading's id: its words and inline code with the math left out,
+    lower case, each space a '-', other punctuation dropped (myst-parser's default_slugify)."""
+    text = re.sub(r"\$[^$]*\$", "", heading).replace("`", "")
+    return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", text.lower().replace(" ", "-"))
 
 
 def _fix_links(text: str, page: str) -> str:

@@ -232,3 +232,15 @@ def test_the_real_deck_loads_from_a_copy(tmp_path):
     """The loader reads any folder: a copy of the real cards gives the same deck."""
     shutil.copytree(CARDS, tmp_path / "copy")
     assert [c.id for c in load_cards(tmp_path / "copy")] == [c.id for c in load_cards()]
+
+
+def test_a_section_link_uses_the_slug_myst_gives_the_heading():
+    """myst_heading_anchors (in _config.yml) resolves these slugs to the headings' ids; the
+    site test of internal links then checks every card's link on the built page."""
+    from myst_parser.mdit_to_docutils.base import default_slugify
+
+    for heading in ("Pitfall 5: the training/inference mismatch", "Why GRPO drops the critic",
+                    "Length shaping: DAPO's overlong punishment"):
+        assert gl.deck.anchor(heading) == default_slugify(heading)
+    assert gl.deck.anchor("What $\\beta$ does") == "what--does"        # math is not in a slug
+    assert gl.deck.anchor("Drill: `my_gae`") == default_slugify("Drill: my_gae")

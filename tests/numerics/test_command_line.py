@@ -108,7 +108,8 @@ def test_a_device_passes_and_a_pipe_without_a_reader_is_named_at_once(tmp_path):
     assert check_out_path(str(fifo)) == f"cannot write to {str(fifo)!r}: No such device or address"
 
 
-@pytest.mark.parametrize("command", ["grpo_lab.train", "grpo_lab.bench", "grpo_lab.sweep"])
+@pytest.mark.parametrize("command", ["grpo_lab.train", "grpo_lab.bench", "grpo_lab.sweep",
+                                     "grpo_lab.deck"])
 def test_every_command_helps_and_refuses_on_an_ascii_stream(command, tmp_path):
     """The sweep over the commands: --help, and a refused --out that is not UTF-8, print on
     a strict ASCII stream (the finished runs' own lines: tests/rl/test_cli.py, test_bench)."""

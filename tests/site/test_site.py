@@ -333,6 +333,24 @@ def test_drill_chapter_shows_verdicts_collapsed_answers_and_pasted_numbers(site)
 
 
 @pytest.mark.site
+def test_the_site_ships_the_deck_for_anki_and_chapter_nine_links_it(site, tmp_path):
+    import sqlite3
+    import zipfile
+
+    import grpo_lab as gl
+
+    page = (site / "chapters" / "09_interview_drills.html").read_text()
+    assert 'href="../deck/grpo-lab-deck.apkg"' in page
+    with zipfile.ZipFile(site / "deck" / "grpo-lab-deck.apkg") as z:
+        z.extract("collection.anki2", tmp_path)
+    db = sqlite3.connect(tmp_path / "collection.anki2")
+    notes = db.execute("select flds from notes").fetchall()
+    db.close()
+    assert len(notes) == len(gl.deck.load_cards()) >= 30
+    assert all("{{" not in f and "$" not in f for (f,) in notes)
+
+
+@pytest.mark.site
 def test_chapter_seven_shows_the_kernels_and_checked_numbers(site):
     html = (site / "chapters" / "07_performance.html").read_text()
     text = re.sub(r"<[^>]+>", "", html)

@@ -1,0 +1,107 @@
+"""The Anki package: one note per card of the deck, its numbers filled, its math for MathJax,
+stable ids, and a command line that refuses a bad --out by name."""
+
+import sqlite3
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import grpo_lab as gl
+from grpo_lab.deck import anki
+
+
+def notes_of(path, tmp_path):
+    with zipfile.ZipFile(path) as z:
+        z.extract("collection.anki2", tmp_path)
+    db = sqlite3.connect(tmp_path / "collection.anki2")
+    try:
+        return db.execute("select guid, flds, tags from notes order by id").fetchall()
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def cards():
+    return gl.deck.load_cards()
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory, cards):
+    path = tmp_path_factory.mktemp("apkg") / "deck.apkg"
+    assert anki.build_apkg(path, cards=cards) == len(cards)
+    return path
+
+
+def test_one_note_per_card_with_its_question_and_no_markup_left(package, cards, tmp_path):
+    notes = notes_of(package, tmp_path)
+    assert len(notes) == len(cards) >= 30
+    assert [g for g, _, _ in notes] == [anki.note_guid(c.id) for c in cards]   # deck order
+    for (guid, fields, tags), card in zip(notes, cards):
+        front, back = fields.split("\x1f")
+        assert card.topic in tags.split() and card.chapter in tags.split(), card.id
+        assert front.count('lang="en"') == 1 and "taught in: GRPO Lab, " in back, card.id
+        for text in (front, back):
+            # every placeholder filled; every $..$ turned into \(..\) or \[..\]; no list numbers
+            assert "{{" not in text and "$" not in text and "\ufffd" not in text, (card.id, text)
+            assert "<ol>" not in text.split("</p>")[0], card.id
+            assert ".ipynb" not in text, card.id                  # no link Anki cannot open
+        if card.question_zh:
+            assert 'lang="zh-CN"' in front and 'lang="zh-CN"' in back, card.id
+            assert 'class="langs both"' in front, card.id
+
+
+def test_a_number_and_a_formula_reach_the_note(package, cards, tmp_path):
+    numbers = gl.deck.computed_numbers()
+    card = next(c for c in cards if "{{p_equal:.0%}}" in c.answer)
+    _, fields, _ = notes_of(package, tmp_path)[cards.index(card)]
+    assert f"{numbers['p_equal']:.0%}" in fields
+    assert "\\(p = 0.9\\)" in fields
+
+
+def test_the_same_cards_give_the_same_notes(cards, tmp_path):
+    """Stable ids and a fixed timestamp: a rebuilt package updates a reader's notes."""
+    a, b = tmp_path / "a" / "d.apkg", tmp_path / "b" / "d.apkg"
+    anki.build_apkg(a, cards=cards[:3])
+    anki.build_apkg(b, cards=cards[:3])
+    (tmp_path / "a2").mkdir(), (tmp_path / "b2").mkdir()
+    assert notes_of(a, tmp_path / "a2") == notes_of(b, tmp_path / "b2")
+
+
+def test_markdown_and_math_are_converted_for_anki():
+    html = anki._markdown_to_html("Use `eps` and $\\sigma + 1 < 2$ or\n\n$$a_i = b$$\n\n"
+                                  "[chapter 1](01_group_advantages.ipynb#x) and **bold**")
+    assert "<code>eps</code>" in html and "\\(\\sigma + 1 &lt; 2\\)" in html
+    assert "\\[a_i = b\\]" in html and "chapter 1" in html and "<a " not in html
+    assert "<strong>bold</strong>" in html
+
+
+def test_one_language_keeps_one_side(cards):
+    card = next(c for c in cards if c.question_zh)
+    nums = gl.deck.computed_numbers()
+    front_en, _ = anki.note_fields(card, 1, nums, {card.id: 1}, lang="en")
+    front_zh, _ = anki.note_fields(card, 1, nums, {card.id: 1}, lang="zh")
+    assert 'lang="zh-CN"' not in front_en and 'lang="en"' not in front_zh
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"path": "deck.zip"}, "must end in .apkg"),
+    ({"path": "deck.apkg", "lang": "fr"}, "lang 'fr' is not one of"),
+])
+def test_bad_arguments_are_named(tmp_path, kwargs, words):
+    kwargs["path"] = tmp_path / kwargs["path"]
+    with pytest.raises(ValueError, match=words):
+        anki.build_apkg(**kwargs)
+
+
+def test_the_command_writes_the_package_and_refuses_a_bad_out(tmp_path):
+    out = tmp_path / "deck.apkg"
+    done = subprocess.run([sys.executable, "-m", "grpo_lab.deck", "--out", str(out),
+                           "--lang", "en"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cards written to" in done.stdout and zipfile.is_zipfile(out)
+    bad = subprocess.run([sys.executable, "-m", "grpo_lab.deck", "--out", str(tmp_path / "d.txt")],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "argument --out: must end in .apkg" in bad.stderr
+    assert "Traceback" not in bad.stderr
