@@ -48,6 +48,10 @@
    inside the HTML.
 11. The interview deck for Anki: the build writes ``deck/grpo-lab-deck.apkg`` (chapter 9's
    cards, English and 中文, :mod:`grpo_lab.deck.anki`), which chapter 9 links to.
+12. The cheat sheet's questions come from the deck: ``<!-- deck-questions -->`` in
+   cheatsheet.md is replaced, as the page is read, by every card's question in both
+   languages, each linked to its answer in chapter 9 (``gl.deck.questions_markdown``), so no
+   card text is written twice.
 """
 
 from __future__ import annotations
@@ -468,9 +472,23 @@ def write_anki_deck(app, exception) -> None:
     build_apkg(Path(app.outdir) / APKG)
 
 
+# --- 12. the cheat sheet's questions from the deck ---------------------------------------------
+
+DECK_MARKER = "<!-- deck-questions -->"
+
+
+def deck_questions(app, docname, source) -> None:
+    if docname != "cheatsheet" or DECK_MARKER not in source[0]:
+        return
+    from grpo_lab.deck import questions_markdown
+
+    source[0] = source[0].replace(DECK_MARKER, questions_markdown(page="cheatsheet.md"))
+
+
 def setup(app):
     os.environ[STATIC_ENV] = "1"
     app.connect("builder-inited", kernel_startup)
+    app.connect("source-read", deck_questions)
     app.connect("doctree-read", drop_widget_state)
     app.connect("doctree-read", figure_alt_text)
     app.connect("html-page-context", drop_thebe)

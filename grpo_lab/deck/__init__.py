@@ -330,6 +330,48 @@ def markdown(topic=None, lang="both", page="chapters/09_interview_drills.ipynb",
                      for c in deck if topic is None or c.topic == topic)
 
 
+#: each topic's title in the cheat sheet's list of questions (English, 中文)
+TOPIC_TITLES = {
+    "advantages": ("Advantages", "优势"),
+    "ppo": ("From PPO to GRPO", "从 PPO 到 GRPO"),
+    "kl": ("The KL penalty", "KL 惩罚"),
+    "precision": ("Low precision", "低精度"),
+    "rewards": ("Rewards and reward hacking", "奖励与奖励投机"),
+    "loop": ("The training loop, performance and production", "训练循环、性能与生产"),
+    "neighbours": ("The neighbouring methods", "相邻方法"),
+    "expert": ("Questions an expert adds", "专家追问"),
+}
+
+
+def questions_markdown(page="cheatsheet.md", *, cards=None) -> str:
+    """Every card's question, EN and 中文, by topic and numbered as in chapter 9, each linked
+    to its card there: the cheat sheet's list of questions (``_ext/grpo_site.py`` puts it in
+    place of ``<!-- deck-questions -->`` when the book builds). ``page`` is the path from the
+    repository root of the page it goes in."""
+    if not isinstance(page, str) or not page:
+        raise ValueError(f"questions_markdown: page must be a path from the repository root, "
+                         f"got {page!r}")
+    deck = load_cards() if cards is None else cards
+    number_of = {c.id: i for i, c in enumerate(deck, 1)}
+    nums = computed_numbers()
+    chapter9 = os.path.relpath("chapters/09_interview_drills.html", os.path.dirname(page) or ".")
+    out = []
+    for topic in TOPICS:
+        mine = [c for c in deck if c.topic == topic]
+        if not mine:
+            continue
+        en, zh = TOPIC_TITLES[topic]
+        out.append(f"**{en} {zh}**\n")
+        for card in mine:
+            question = " ".join(_fill(card.question, nums, number_of).split())
+            if card.question_zh:
+                question += " · " + " ".join(_fill(card.question_zh, nums, number_of).split())
+            out.append(f'{number_of[card.id]}. {question} '
+                       f'<a href="{chapter9}#card-{card.id}">answer 答案</a>')
+        out.append("")
+    return _fix_links("\n".join(out), page)
+
+
 def show(topic=None, lang="both"):
     """Display the cards of ``topic`` (all cards if None) in a notebook; nothing if it has none."""
     text = markdown(topic, lang=lang)
@@ -338,5 +380,5 @@ def show(topic=None, lang="both"):
         display(Markdown(text))
 
 
-__all__ = ["TOPICS", "Card", "CardError", "load_cards", "markdown", "show", "computed_numbers",
+__all__ = ["TOPICS", "TOPIC_TITLES", "questions_markdown", "Card", "CardError", "load_cards", "markdown", "show", "computed_numbers",
            "chapter_headings", "render_card", "anchor", "chapter_label"]

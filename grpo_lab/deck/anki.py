@@ -41,7 +41,8 @@ code { font-size: 0.92em; }
 """
 
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
-_INLINE = re.compile(r"(?<![\\$])\$(?!\s)([^$\n]+?)(?<![\s\\])\$")
+# inline math may run over a line break, as in MyST, but not over a blank line
+_INLINE = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\n]|\n(?!\s*\n))+?)(?<![\s\\])\$")
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 _TOKEN = "\ue000{}\ue001"           # private-use marks: Markdown leaves them alone
 

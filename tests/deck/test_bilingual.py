@@ -8,13 +8,15 @@ import pytest
 import grpo_lab as gl
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
-MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CARDS = gl.deck.load_cards()
 
 
 def maths(text):
-    return sorted(m.group(0) for m in MATH.finditer(text))
+    """The set of formulas of a text, each with its white space made single spaces (a formula
+    may run over a line break on one side and not on the other)."""
+    return {" ".join(m.group(0).split()) for m in MATH.finditer(text)}
 
 
 @pytest.mark.parametrize("card", CARDS, ids=[c.id for c in CARDS])
@@ -26,10 +28,11 @@ def test_the_card_is_in_chinese_with_the_same_formulas_and_links(card):
     pairs = [(card.question, card.question_zh), (english, card.answer_zh),
              *zip(card.follow_ups, card.follow_ups_zh or ())]
     for en, zh in pairs:
-        assert maths(en) == maths(zh), (card.id, set(maths(en)) ^ set(maths(zh)))
+        assert maths(en) == maths(zh), (card.id, maths(en) ^ maths(zh))   # a translation may
+        #                                              repeat a symbol, not change a formula
         assert sorted(LINK.findall(en)) == sorted(LINK.findall(zh)), card.id
 
 
 def test_the_whole_deck_is_bilingual_and_has_sixty_cards():
     assert len(CARDS) >= 60
-    assert all(c.has_zh() for c in CARDS)
+    assert all(c.has_zh for c in CARDS)
