@@ -86,3 +86,21 @@ def test_out_goes_through_the_one_path_check(make, words, tmp_path, capsys, monk
         sweep.main(["--seeds", "0", "--threads", "1", "--out", make(tmp_path)])
     err = capsys.readouterr().err
     assert info.value.code == 2 and "argument --out: expected" in err and words in err, err
+
+
+def test_each_run_sleeps_its_idle_threads_unless_told_otherwise(tmp_path, monkeypatch):
+    """Two runs side by side must not spin each other down: OMP_WAIT_POLICY=PASSIVE goes to
+    every run unless the caller's environment sets the policy itself."""
+    seen = []
+
+    def fake_run(cmd, env, **kwargs):
+        seen.append(env)
+        return subprocess.CompletedProcess(cmd, 1, "", "stopped by the test")
+
+    monkeypatch.setattr(sweep.subprocess, "run", fake_run)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    sweep.run_case(0, 2, "AVX2", tmp_path)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    sweep.run_case(0, 2, "AVX2", tmp_path)
+    assert [e["OMP_WAIT_POLICY"] for e in seen] == ["PASSIVE", "ACTIVE"]
+    assert all(e["ATEN_CPU_CAPABILITY"] == "avx2" for e in seen)
