@@ -10,7 +10,8 @@ what those front ends read when they open a notebook:
   The input shows as a collapsed bar; a click on it opens the code.
 - Colab: ``metadata.cellView: "form"``, Colab's form view, which hides the code behind a
   "Show code" button. A form is titled by a ``# @title`` first line, so the cell also starts with
-  ``# @title Solution (click to show)``: the title says what is folded there.
+  ``# @title Solution (click to show)`` (chapter 9's deck cells: ``# @title The cards ...``):
+  the title says what is folded there.
 
 Every code cell tagged ``hide-input`` gets all three; nothing else is touched (sources,
 outputs, execution counts and cell ids stay), so a chapter stored as one run stays one. The
@@ -33,6 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "hide-input"
 TITLE = "# @title Solution (click to show)"
+#: chapter 9's deck cells hide only the call that shows the cards, not a solution
+DECK_TITLE = "# @title The cards (click to show the code that shows them)"
+
+
+def title_for(cell) -> str:
+    """The '# @title' line a hidden cell gets: what is folded there."""
+    return DECK_TITLE if "gl.deck.show(" in source_text(cell) else TITLE
 
 
 def source_text(cell) -> str:
@@ -73,11 +81,11 @@ def collapse(cell) -> list[str]:
     if 'metadata.cellView == "form"' in gaps:
         meta["cellView"] = "form"
     if "a '# @title' first line" in gaps:
-        src = cell.get("source", "")
+        src, title = cell.get("source", ""), title_for(cell)
         if isinstance(src, list):
-            cell["source"] = [TITLE + "\n", *src]
+            cell["source"] = [title + "\n", *src]
         else:
-            cell["source"] = TITLE + "\n" + src
+            cell["source"] = title + "\n" + src
     return gaps
 
 

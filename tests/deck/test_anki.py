@@ -52,6 +52,13 @@ def test_one_note_per_card_with_its_question_and_no_markup_left(package, cards, 
             assert 'class="langs both"' in front, card.id
 
 
+def test_the_package_is_deflated(package):
+    with zipfile.ZipFile(package) as z:
+        infos = z.infolist()
+    assert infos and all(i.compress_type == zipfile.ZIP_DEFLATED for i in infos)
+    assert sum(i.compress_size for i in infos) < 0.5 * sum(i.file_size for i in infos)
+
+
 def test_a_number_and_a_formula_reach_the_note(package, cards, tmp_path):
     numbers = gl.deck.computed_numbers()
     card = next(c for c in cards if "{{p_equal:.0%}}" in c.answer)

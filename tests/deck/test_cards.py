@@ -83,6 +83,7 @@ def stored_markdown():
     out = {}
     for cell in json.loads(CHAPTER9.read_text())["cells"]:
         src = "".join(cell["source"])
+        src = re.sub(r"^# @title[^\n]*\n", "", src.lstrip())     # Colab's form title
         m = re.fullmatch(r'gl\.deck\.show\("(\w+)"\)', src.strip())
         if cell["cell_type"] == "code" and m:
             out[m.group(1)] = "".join(

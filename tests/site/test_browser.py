@@ -258,6 +258,21 @@ TITLES_JS = r"""() => {
   return {titles: titles.length, clicks, problems};
 }"""
 
+# The deck's cards (chapter 9): where each card's English and 中文 blocks sit, for every pair
+# that shows before anything is opened (the questions). Side by side: the same top, English
+# left of 中文; stacked: 中文 below English.
+LANGS_JS = r"""() => {
+  const pairs = [...document.querySelectorAll(".bd-article .gl-card-langs")]
+    .map(box => [box.querySelector(":scope > .gl-card-en"), box.querySelector(":scope > .gl-card-zh")])
+    .filter(([en, zh]) => en && zh)
+    .map(([en, zh]) => [en.getBoundingClientRect(), zh.getBoundingClientRect()])
+    .filter(([en, zh]) => en.width > 0 && zh.width > 0);
+  const side = pairs.filter(([en, zh]) => Math.abs(en.top - zh.top) <= 2 && en.right <= zh.left + 1);
+  const stacked = pairs.filter(([en, zh]) => zh.top >= en.bottom - 1);
+  const narrow = pairs.filter(([en, zh]) => Math.min(en.width, zh.width) < 150);
+  return {pairs: pairs.length, side: side.length, stacked: stacked.length, narrow: narrow.length};
+}"""
+
 # Open everything a reader can open (hidden code cells, dropdowns), then measure the page.
 AUDIT_JS = r"""async () => {
   document.querySelectorAll("details").forEach(d => { d.open = true; });
@@ -488,6 +503,7 @@ def visits(site, server, browser):
                 visit.open(f"{server}/{rel}")
                 received = sum(visit.received.values())
                 state = visit.page.evaluate(PAGE_STATE_JS)
+                langs = visit.page.evaluate(LANGS_JS)
                 titles = visit.page.evaluate(TITLES_JS)
                 audit = visit.page.evaluate(AUDIT_JS)
                 fonts = cjk_fonts(visit)
@@ -506,7 +522,7 @@ def visits(site, server, browser):
             finally:
                 visit.close()
             report[(rel, mode)] = dict(
-                state, titles=titles, audit=audit, cjk=fonts, received=received,
+                state, langs=langs, titles=titles, audit=audit, cjk=fonts, received=received,
                 access=access, axe=axe, drawers=drawers,
                 scripts=[u for u in visit.received if "/_static/" in u],  # (and fonts)
                 nbval=sorted(set(re.findall(r"NBVAL_[A-Z_]+", text))),
@@ -650,6 +666,19 @@ def test_answer_titles_open_wherever_clicked(visits):
     bad = {key: v["titles"]["problems"] for key, v in served(visits).items()
            if v["titles"]["problems"]}
     assert not bad, f"collapsible titles that a click did not open or close: {bad}"
+
+
+def test_deck_cards_show_english_and_chinese_side_by_side_on_a_laptop_stacked_on_a_phone(visits):
+    """Issue 29: each card's EN and 中文 at 1280 px side by side, at 390 px one above the other,
+    neither squeezed below 150 px."""
+    import grpo_lab as gl
+
+    cards = sum(1 for c in gl.deck.load_cards() if c.has_zh)
+    laptop = visits[("chapters/09_interview_drills.html", "laptop")]["langs"]
+    phone = visits[("chapters/09_interview_drills.html", "phone")]["langs"]
+    assert laptop["pairs"] == phone["pairs"] == cards >= 60, (laptop, phone)
+    assert laptop["side"] == cards and laptop["narrow"] == 0, laptop
+    assert phone["stacked"] == cards and phone["side"] == 0 and phone["narrow"] == 0, phone
 
 
 def test_chinese_terms_use_the_shipped_font(visits):
