@@ -258,11 +258,11 @@ TITLES_JS = r"""() => {
   return {titles: titles.length, clicks, problems};
 }"""
 
-# The deck's cards (chapter 9): where each card's English and 中文 blocks sit, for every pair
-# that shows before anything is opened (the questions). Side by side: the same top, English
+# The deck's cards (chapter 9): where each card's English and 中文 question blocks sit (the
+# answers use the same box, .gl-card-langs, inside their <details>). Side by side: the same top, English
 # left of 中文; stacked: 中文 below English.
 LANGS_JS = r"""() => {
-  const pairs = [...document.querySelectorAll(".bd-article .gl-card-langs")]
+  const pairs = [...document.querySelectorAll(".bd-article .gl-card-q > .gl-card-langs")]
     .map(box => [box.querySelector(":scope > .gl-card-en"), box.querySelector(":scope > .gl-card-zh")])
     .filter(([en, zh]) => en && zh)
     .map(([en, zh]) => [en.getBoundingClientRect(), zh.getBoundingClientRect()])
@@ -662,7 +662,10 @@ def test_every_slider_has_settings_to_move_and_the_text_says_what_they_do(visits
 
 def test_answer_titles_open_wherever_clicked(visits):
     drills = visits[("chapters/09_interview_drills.html", "phone")]["titles"]
-    assert drills["titles"] >= 30 and drills["clicks"] > drills["titles"], drills
+    # the deck's answers open from a plain <summary> (no math or code inside to click on
+    # first), so there may be one click per title; pages with dropdown titles add more
+    assert drills["titles"] >= 30 and drills["clicks"] >= drills["titles"], drills
+    assert sum(v["titles"]["clicks"] - v["titles"]["titles"] for v in served(visits).values()) > 0
     bad = {key: v["titles"]["problems"] for key, v in served(visits).items()
            if v["titles"]["problems"]}
     assert not bad, f"collapsible titles that a click did not open or close: {bad}"
@@ -730,7 +733,9 @@ def test_formulas_are_not_tab_stops_and_every_control_shows_focus(visits):
            if v["access"]["mathStops"] or v["access"]["noRing"]}
     assert not bad, f"tab stops inside formulas, or controls without a focus ring: {bad}"
     drills = visits[("chapters/09_interview_drills.html", "laptop")]["access"]["stops"]
-    assert drills < 300, f"chapter 9 has {drills} tab stops (462 when formulas were stops)"
+    # 462 when formulas were stops (30 cards); 310 with 65 cards (each a <summary> and a
+    # "taught in" link) and the glossary's links to the sections that teach each term
+    assert drills < 400, f"chapter 9 has {drills} tab stops"
 
 
 def test_sliders_tell_a_screen_reader_their_value(visits):
