@@ -16,10 +16,11 @@ from grpo_lab.numerics.command_line import check_out_path, echo
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m grpo_lab.deck",
-        description="Write GRPO Lab's interview deck (chapter 9's cards) as an Anki package.")
+        description="Write GRPO Lab's interview deck (chapter 9's cards, in English and "
+                    "Chinese) as an Anki package.")
     parser.add_argument("--out", required=True, help="the .apkg file to write")
     parser.add_argument("--lang", default="both", choices=("both", "en", "zh"),
-                        help="English, 中文 or both side by side (default: both)")
+                        help="English, Chinese (zh) or both side by side (default: both)")
     args = parser.parse_args(argv)
     if not args.out.endswith(".apkg"):
         parser.error(f"argument --out: must end in .apkg (Anki's package), got {args.out!r}")

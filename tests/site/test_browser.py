@@ -663,9 +663,8 @@ def test_every_slider_has_settings_to_move_and_the_text_says_what_they_do(visits
 def test_answer_titles_open_wherever_clicked(visits):
     drills = visits[("chapters/09_interview_drills.html", "phone")]["titles"]
     # the deck's answers open from a plain <summary> (no math or code inside to click on
-    # first), so there may be one click per title; pages with dropdown titles add more
+    # first), so there may be one click per title; a title with math or code gets more
     assert drills["titles"] >= 30 and drills["clicks"] >= drills["titles"], drills
-    assert sum(v["titles"]["clicks"] - v["titles"]["titles"] for v in served(visits).values()) > 0
     bad = {key: v["titles"]["problems"] for key, v in served(visits).items()
            if v["titles"]["problems"]}
     assert not bad, f"collapsible titles that a click did not open or close: {bad}"
