@@ -48,6 +48,10 @@
    inside the HTML.
 11. The interview deck for Anki: the build writes ``deck/grpo-lab-deck.apkg`` (chapter 9's
    cards, English and 中文, :mod:`grpo_lab.deck.anki`), which chapter 9 links to.
+13. A printed line stays one line: a kernel under load may flush one ``print`` in two stream
+   messages, and myst-nb's merge (``coalesce_streams``) ends every piece with a newline, so
+   ``ratio is 1 ...: True`` once reached the page as two lines. The pieces of a stream are
+   joined exactly as written first (``exact_streams``), then myst-nb's merge runs as before.
 12. The cheat sheet's questions come from the deck: ``<!-- deck-questions -->`` in
    cheatsheet.md is replaced, as the page is read, by every card's question in both
    languages, each linked to its answer in chapter 9 (``gl.deck.questions_markdown``), so no
@@ -57,6 +61,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import html as html_lib
 import io
@@ -485,8 +490,42 @@ def deck_questions(app, docname, source) -> None:
     source[0] = source[0].replace(DECK_MARKER, questions_markdown(page="cheatsheet.md"))
 
 
+# --- 13. a printed line stays one line -----------------------------------------------------------
+
+def exact_streams(outputs):
+    """Join every stream output with the first of its name, text exactly as written (no
+    newline added between the pieces of one print); other outputs keep their place."""
+    merged, first = [], {}
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            name = output.get("name")
+            text = output.get("text", "")
+            text = "".join(text) if isinstance(text, list) else text
+            if name in first:
+                first[name]["text"] += text
+                continue
+            output = copy.copy(output)          # the same class (NotebookNode), not a dict
+            output["text"] = text
+            first[name] = output
+        merged.append(output)
+    return merged
+
+
+def patch_stream_merge() -> None:
+    from myst_nb.core import render
+
+    original = getattr(render.coalesce_streams, "__wrapped__", render.coalesce_streams)
+
+    def coalesce(outputs):
+        return original(exact_streams(outputs))
+
+    coalesce.__wrapped__ = original
+    render.coalesce_streams = coalesce
+
+
 def setup(app):
     os.environ[STATIC_ENV] = "1"
+    patch_stream_merge()
     app.connect("builder-inited", kernel_startup)
     app.connect("source-read", deck_questions)
     app.connect("doctree-read", drop_widget_state)

@@ -449,3 +449,28 @@ def test_search_text_keeps_the_text_and_the_anchors():
     skeleton = ext.page_text_skeleton(html)
     assert skeleton == ('<div role="main"><section id="a">TitleSome bold text.'
                         '<section id="b">More.</section></section></div>')
+
+
+def test_a_print_flushed_in_two_pieces_stays_one_line():
+    """Under load the kernel once sent 'ratio ...:' and ' True' as two stream messages, and
+    myst-nb's merge put a newline between them; the extension joins the pieces exactly."""
+    import nbformat
+    from myst_nb.core import render
+
+    ext = grpo_site_extension()
+    pieces = [nbformat.v4.new_output("stream", name="stdout", text="ratio is 1:"),
+              nbformat.v4.new_output("display_data", data={"text/plain": "fig"}),
+              nbformat.v4.new_output("stream", name="stdout", text=" True\nnext line\n"),
+              nbformat.v4.new_output("stream", name="stderr", text="warn\n")]
+    joined = ext.exact_streams([nbformat.from_dict(p) for p in pieces])
+    assert [o["output_type"] for o in joined] == ["stream", "display_data", "stream"]
+    assert joined[0]["text"] == "ratio is 1: True\nnext line\n" and joined[0].output_type
+    before = render.coalesce_streams
+    try:
+        ext.patch_stream_merge()
+        ext.patch_stream_merge()                               # twice: still one wrapper
+        merged = render.coalesce_streams([nbformat.from_dict(p) for p in pieces])
+        assert merged[0]["text"] == "ratio is 1: True\nnext line\n"
+        assert render.coalesce_streams.__wrapped__ is getattr(before, "__wrapped__", before)
+    finally:
+        render.coalesce_streams = before
