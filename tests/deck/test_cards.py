@@ -245,3 +245,18 @@ def test_a_section_link_uses_the_slug_myst_gives_the_heading():
         assert gl.deck.anchor(heading) == default_slugify(heading)
     assert gl.deck.anchor("What $\\beta$ does") == "what--does"        # math is not in a slug
     assert gl.deck.anchor("Drill: `my_gae`") == default_slugify("Drill: my_gae")
+
+
+def test_the_cheat_sheet_lists_every_question_numbered_and_linked_to_its_answer(cards):
+    text = gl.deck.questions_markdown(page="cheatsheet.md")
+    number_of = {c.id: i for i, c in enumerate(cards, 1)}
+    for card in cards:
+        line = next(t for t in text.splitlines() if f'#card-{card.id}"' in t)
+        assert line.startswith(f"{number_of[card.id]}. "), card.id
+        assert 'href="chapters/09_interview_drills.html#card-' in line
+        if card.question_zh:
+            assert " · " in line, card.id
+    assert "{{" not in text
+    assert gl.deck.questions_markdown(page="a/b.md").count('href="../chapters/09_') == len(cards)
+    with pytest.raises(ValueError, match="page must be a path"):
+        gl.deck.questions_markdown(page="")

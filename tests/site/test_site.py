@@ -331,8 +331,13 @@ def test_drill_chapter_shows_verdicts_collapsed_answers_and_pasted_numbers(site)
     assert len(pasted) >= 2                                             # the proof's counts
     assert "43%" in text                                                # P(all-equal), G=8
     assert "{glue" not in text and "{{" not in text and "优势" in text
-    sheet = html_lib.unescape(re.sub(r"<[^>]+>", "", (site / "cheatsheet.html").read_text()))
+    sheet_html = (site / "cheatsheet.html").read_text()
+    sheet = html_lib.unescape(re.sub(r"<[^>]+>", "", sheet_html))
     assert "group_advantages" in sheet and "损失聚合" in sheet
+    # the cheat sheet's questions come from the deck, each linked to its answer in chapter 9
+    assert "deck-questions" not in sheet_html
+    assert all(f'href="chapters/09_interview_drills.html#card-{c.id}"' in sheet_html
+               for c in cards)
 
 
 @pytest.mark.site
