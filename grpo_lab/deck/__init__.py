@@ -280,6 +280,18 @@ def _lang_blocks(en: str, zh: str | None, lang: str) -> str:
     return '<div class="gl-card-langs">\n' + "\n".join(parts) + "\n</div>"
 
 
+def answer_texts(card: Card, fill) -> tuple:
+    """(English, 中文 or None) Markdown of a card's answer with its follow-ups, each text
+    passed through ``fill``; the site (:func:`render_card`) and Anki (:mod:`.anki`) share it."""
+    a_en = fill(card.answer)
+    a_zh = fill(card.answer_zh) if card.answer_zh else None
+    if card.follow_ups:
+        a_en += "\n\n**Follow-ups:**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups)
+        if a_zh is not None and card.follow_ups_zh:
+            a_zh += "\n\n**追问：**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups_zh)
+    return a_en, a_zh
+
+
 def render_card(card: Card, number: int, *, lang="both", page="chapters/09_interview_drills.ipynb",
                 nums=None, number_of=None) -> str:
     """One card as MyST Markdown (see :func:`markdown`)."""
@@ -288,12 +300,7 @@ def render_card(card: Card, number: int, *, lang="both", page="chapters/09_inter
     fill = functools.partial(_fill, nums=nums, number_of=number_of)
     q_en = f"**{number}. {fill(card.question)}**"
     q_zh = f"**{number}. {fill(card.question_zh)}**" if card.question_zh else None
-    a_en = fill(card.answer)
-    a_zh = fill(card.answer_zh) if card.answer_zh else None
-    if card.follow_ups:
-        a_en += "\n\n**Follow-ups:**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups)
-        if a_zh is not None and card.follow_ups_zh:
-            a_zh += "\n\n**追问：**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups_zh)
+    a_en, a_zh = answer_texts(card, fill)
     where = f"{chapter_label(card.chapter)}, {card.section}"
     link = _fix_links(f"[{where}]({card.chapter}.ipynb#{anchor(card.section)})", page)
     return (f'<div class="gl-card" id="card-{card.id}" data-topic="{card.topic}">\n'

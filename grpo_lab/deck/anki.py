@@ -88,11 +88,7 @@ def note_fields(card, number: int, nums: dict, number_of: dict, lang: str = "bot
     fill = lambda t: _deck._fill(t, nums, number_of)                          # noqa: E731
     q_en = f"{number}\\. {fill(card.question)}"       # "1\." : a number, not a list
     q_zh = f"{number}\\. {fill(card.question_zh)}" if card.question_zh else None
-    a_en, a_zh = fill(card.answer), fill(card.answer_zh) if card.answer_zh else None
-    if card.follow_ups:
-        a_en += "\n\n**Follow-ups:**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups)
-        if a_zh is not None and card.follow_ups_zh:
-            a_zh += "\n\n**追问：**\n\n" + "\n".join(f"- {fill(t)}" for t in card.follow_ups_zh)
+    a_en, a_zh = _deck.answer_texts(card, fill)
     where = html.escape(f"{_deck.chapter_label(card.chapter)}, {card.section}")
     where = re.sub(r"\$([^$]+)\$", lambda m: f"\\({m.group(1)}\\)", where)
     back = _side(a_en, a_zh, lang) + f'<div class="where">taught in: GRPO Lab, {where}</div>'
