@@ -52,6 +52,12 @@
    messages, and myst-nb's merge (``coalesce_streams``) ends every piece with a newline, so
    ``ratio is 1 ...: True`` once reached the page as two lines. The pieces of a stream are
    joined exactly as written first (``exact_streams``), then myst-nb's merge runs as before.
+14. Formulas as text where no MathJax runs: the search index's titles, the search snippets (each
+   formula carries its reading in ``data-gl-text``) and a ``{ref}`` that copies its heading
+   (it gets the heading's own nodes, formulas typeset) show "What β does", not TeX source.
+15. The test run's build reads the chapters' stored outputs (``GRPO_LAB_STORED_OUTPUTS=1``):
+   nbval executes each chapter once in that run; scripts/execute_chapters.py stores the frames
+   and alt text the site needs.
 12. The cheat sheet's questions come from the deck: ``<!-- deck-questions -->`` in
    cheatsheet.md is replaced, as the page is read, by every card's question in both
    languages, each linked to its answer in chapter 9 (``gl.deck.questions_markdown``), so no
@@ -70,6 +76,7 @@ import os
 import re
 import shutil
 import sys
+import unicodedata
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -362,7 +369,7 @@ def lighten_pages(app, exception) -> None:
 
     for page, text in pages.items():
         text = frames_to_files(text, outdir, page)
-        text = TASK_BOX.sub(name_task_box, text)
+        text = TASK_BOX.sub(name_task_box, math_with_text(text))
         new = FIGURE_IMG.sub(figure, FA_SCRIPT.sub("", text))
         if new != text:
             page.write_text(new, encoding="utf-8")
@@ -395,6 +402,8 @@ def page_text_skeleton(html: str) -> str:
         return ""
     for junk in main.select(".headerlink, script, style"):
         junk.decompose()
+    for math in main.select(".math"):    # a formula as text (14), not its TeX source
+        math.replace_with(math.get("data-gl-text") or tex_text(math.get_text()))
     for tag in main.find_all(True):
         if not tag.get("id"):
             tag.unwrap()
@@ -523,8 +532,188 @@ def patch_stream_merge() -> None:
     render.coalesce_streams = coalesce
 
 
+# --- 14. formulas as text where no MathJax runs ------------------------------------------------
+
+# Where a formula is read as plain text (the search index's titles, search snippets, a {ref}
+# that copies its heading), TeX source is noise: "What \\beta does", "\\(\\pi_{\\text{old}}\\)".
+# tex_text writes the reading a person would type: "What β does", "π_old".
+TEX_SYMBOLS = {
+    **{name: chr(code) for name, code in [
+        ("alpha", 0x3B1), ("beta", 0x3B2), ("gamma", 0x3B3), ("delta", 0x3B4),
+        ("epsilon", 0x3F5), ("varepsilon", 0x3B5), ("zeta", 0x3B6), ("eta", 0x3B7),
+        ("theta", 0x3B8), ("iota", 0x3B9), ("kappa", 0x3BA), ("lambda", 0x3BB), ("mu", 0x3BC),
+        ("nu", 0x3BD), ("xi", 0x3BE), ("pi", 0x3C0), ("rho", 0x3C1), ("sigma", 0x3C3),
+        ("tau", 0x3C4), ("upsilon", 0x3C5), ("phi", 0x3D5), ("varphi", 0x3C6), ("chi", 0x3C7),
+        ("psi", 0x3C8), ("omega", 0x3C9), ("Gamma", 0x393), ("Delta", 0x394),
+        ("Theta", 0x398), ("Lambda", 0x39B), ("Xi", 0x39E), ("Pi", 0x3A0), ("Sigma", 0x3A3),
+        ("Phi", 0x3A6), ("Psi", 0x3A8), ("Omega", 0x3A9)]},
+    "sum": "Σ", "prod": "Π", "nabla": "∇", "partial": "∂", "infty": "∞", "ell": "ℓ",
+    "cdot": "·", "times": "×", "pm": "±", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
+    "ne": "≠", "neq": "≠", "approx": "≈", "sim": "~", "propto": "∝", "in": "∈", "mid": "|",
+    "to": "→", "rightarrow": "→", "leftarrow": "←", "xrightarrow": "→", "top": "ᵀ",
+    "star": "*", "dots": "…", "ldots": "…", "cdots": "…", "Vert": "‖", "lvert": "|",
+    "rvert": "|", "vert": "|", "|": "‖", "lVert": "‖", "rVert": "‖", "langle": "⟨", "rangle": "⟩",
+    "log": "log", "ln": "ln", "exp": "exp", "min": "min", "max": "max", "mathbb": "",
+    "quad": " ", "qquad": " ", ",": " ", ";": " ", ":": " ", "!": "", " ": " ",
+}
+TEX_ACCENTS = {"hat": "\u0302", "widehat": "\u0302", "tilde": "\u0303", "widetilde": "\u0303",
+               "bar": "\u0304", "overline": "\u0304", "vec": "\u20d7", "dot": "\u0307"}
+TEX_DROP = {"left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr",
+            "biggl", "biggr", "Biggl", "Biggr", "displaystyle", "textstyle", "limits",
+            "nolimits", "mathrel", "mathop", "boxed", "underbrace", "overbrace", "begin", "end"}
+TEX_TOKEN = re.compile(r"\\([A-Za-z]+|.)|([{}^_])|([^\\{}^_]+)", re.S)
+
+
+def _tex_group(tokens, i):
+    """The text of one argument starting at tokens[i] ({...} or a single token); (text, next)."""
+    if i < len(tokens) and tokens[i] == ("", "{", ""):
+        depth, j = 1, i + 1
+        while j < len(tokens) and depth:
+            depth += {"{": 1, "}": -1}.get(tokens[j][1], 0)
+            j += 1
+        return _tex_tokens(tokens[i + 1:j - 1]), j
+    if i < len(tokens) and tokens[i][2][1:]:    # r_i - 1: the argument is "i" alone
+        text = tokens[i][2].lstrip() or " "
+        tokens[i] = ("", "", text[1:])
+        return text[0], i
+    if i < len(tokens):
+        return _tex_tokens(tokens[i:i + 1]), i + 1
+    return "", i
+
+
+def _tex_tokens(tokens) -> str:
+    out, i = [], 0
+    while i < len(tokens):
+        command, brace, text = tokens[i]
+        i += 1
+        if text:
+            out.append(text)
+        elif brace in ("{", "}"):
+            continue
+        elif brace:                    # ^ or _
+            arg, i = _tex_group(tokens, i)
+            out.append(("^" if brace == "^" else "_") + (arg if len(arg) <= 1 else
+                                                           arg if arg.isalnum() else f"({arg})"))
+        elif command in ("frac", "tfrac", "dfrac"):
+            num, i = _tex_group(tokens, i)
+            den, i = _tex_group(tokens, i)
+            wrap = lambda x: x if len(x) <= 1 or x.replace(" ", "").isalnum() else f"({x})"
+            out.append(f"{wrap(num)}/{wrap(den)}")
+        elif command == "sqrt":
+            arg, i = _tex_group(tokens, i)
+            out.append(f"√{arg}" if len(arg) <= 1 else f"√({arg})")
+        elif command in TEX_ACCENTS:
+            arg, i = _tex_group(tokens, i)
+            out.append(arg[:1] + TEX_ACCENTS[command] + arg[1:] if arg else "")
+        elif command in ("text", "textrm", "texttt", "textbf", "textit", "mathrm", "mathbf",
+                         "mathit", "mathsf", "mathtt", "mathcal", "operatorname", "boldsymbol",
+                         "mbox", "emph"):
+            arg, i = _tex_group(tokens, i)
+            out.append(arg)
+        elif command in TEX_SYMBOLS:
+            out.append(TEX_SYMBOLS[command])
+        elif command in TEX_DROP:
+            if command in ("begin", "end"):
+                _, i = _tex_group(tokens, i)
+        elif len(command) == 1:        # \{ \} \_ \% \& \# \$ \\
+            out.append(" " if command == "\\" else command)
+        else:                          # anything else: its name, never a backslash
+            out.append(command)
+    return "".join(out)
+
+
+def tex_text(tex: str) -> str:
+    """A formula's TeX source as plain text, for places where no MathJax runs.
+
+    >>> tex_text(r"\\pi_{\\text{old}}")
+    'π_old'
+    >>> tex_text(r"What \\(\\beta\\) does"), tex_text(r"\\hat{A}_{i,t} = \\frac{r_i - \\mu}{\\sigma}")
+    ('What β does', 'Â_(i,t) = (r_i - μ)/σ')
+    """
+    tex = re.sub(r"\\[()\[\]]|\$", "", tex)      # \( \) \[ \] and $ delimiters
+    tokens = [(m.group(1) or "", m.group(2) or "", m.group(3) or "")
+              for m in TEX_TOKEN.finditer(tex)]
+    return unicodedata.normalize("NFC", re.sub(r"[ \t\n]+", " ", _tex_tokens(tokens)).strip())
+
+
+def tex_in_titles(app, exception) -> None:
+    """The search index's page and section titles as text (``tex_text``), not TeX."""
+    if exception is not None or app.builder.format != "html":
+        return
+    path = Path(app.outdir) / "searchindex.js"
+    if not path.exists():
+        return
+    head, tail = "Search.setIndex(", ")"
+    text = path.read_text(encoding="utf-8")
+    if not text.startswith(head):
+        return
+    index = json.loads(text[len(head):text.rstrip().rindex(tail)])
+    plain = lambda title: tex_text(title) if "\\" in (title or "") else title
+    index["titles"] = [plain(t) for t in index.get("titles", [])]
+    merged = {}
+    for title, places in index.get("alltitles", {}).items():
+        merged.setdefault(plain(title), []).extend(places)
+    index["alltitles"] = merged
+    path.write_text(head + json.dumps(index, separators=(",", ":"), sort_keys=True,
+                                      ensure_ascii=False) + tail, encoding="utf-8")
+
+
+MATH_SPAN = re.compile(r'<(span|div) class="math notranslate nohighlight">(.*?)</\1>', re.S)
+
+
+def math_with_text(text: str) -> str:
+    """Each formula of a page carries its ``tex_text`` (``data-gl-text``): the search snippets
+    (grpo_site.js, page_text_skeleton) show it instead of the TeX source."""
+    def tag(match):
+        kind, body = match.groups()
+        plain = html_lib.escape(tex_text(html_lib.unescape(body)), quote=True)
+        return (f'<{kind} class="math notranslate nohighlight" data-gl-text="{plain}">'
+                f"{body}</{kind}>")
+    return MATH_SPAN.sub(tag, text)
+
+
+def title_math_in_refs(app, doctree, docname) -> None:
+    """A {ref} without text of its own shows its heading as written, formulas typeset: Sphinx
+    copies the heading's plain text (``\\pi_{\\text{old}}`` raw on the page); here the link
+    gets a copy of the heading's own nodes, math included."""
+    from docutils import nodes
+
+    std = app.env.get_domain("std")
+    for inline in list(doctree.findall(nodes.inline)):
+        if "std-ref" not in inline.get("classes", []) or "\\" not in inline.astext():
+            continue
+        link = inline.parent
+        if not isinstance(link, nodes.reference):
+            continue
+        anchor = link.get("refid") or link.get("refuri", "").partition("#")[2]
+        found = [doc for doc, labelid, name in std.labels.values()
+                 if labelid == anchor and name == inline.astext()]
+        if not found:
+            continue
+        section = app.env.get_doctree(found[0]).ids.get(anchor)
+        title = section.next_node(nodes.title) if section is not None else None
+        if title is not None and any(isinstance(n, nodes.math) for n in title.findall()):
+            inline.children = []
+            inline.extend(child.deepcopy() for child in title.children)
+
+
+# --- 15. the test run's build reads the stored outputs -------------------------------------------
+
+STORED_ENV = "GRPO_LAB_STORED_OUTPUTS"
+
+
+def stored_outputs(app, config) -> None:
+    """With ``GRPO_LAB_STORED_OUTPUTS=1`` (the test run, tests/conftest.py) the chapters are not
+    executed again: nbval has executed each one in the same run and checked what it stores,
+    frames and alt text included (scripts/execute_chapters.py writes them). The README's build
+    command still executes every chapter."""
+    if os.environ.get(STORED_ENV, "") not in ("", "0"):
+        config.nb_execution_mode = "off"
+
+
 def setup(app):
     os.environ[STATIC_ENV] = "1"
+    app.connect("config-inited", stored_outputs, priority=400)
     patch_stream_merge()
     app.connect("builder-inited", kernel_startup)
     app.connect("source-read", deck_questions)
@@ -535,6 +724,8 @@ def setup(app):
     app.connect("build-finished", lighten_pages)
     app.connect("build-finished", write_search_text)
     app.connect("build-finished", write_anki_deck)
+    app.connect("build-finished", tex_in_titles)
+    app.connect("doctree-resolved", title_math_in_refs)
     app.connect("build-finished", forget_failed_build)
     app.add_css_file(ICONS_CSS)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -69,6 +69,7 @@
   // the search page those fetches get the article alone (its ids kept, so that a section's
   // anchor still finds it). From file:// (the site opened from disk) a browser refuses such a
   // fetch: the build writes the pages' text to _static/grpo-search-text.js, loaded here then.
+  // Either way each formula shows as text (its data-gl-text), not as \\(...\\) source.
   function searchSnippets() {
     if (!document.getElementById("search-results") &&
         !/\/search\.html$/.test(location.pathname)) { return; }
@@ -90,6 +91,12 @@
     function articleOnly(html) {
       var doc = new DOMParser().parseFromString(html, "text/html");
       var article = doc.querySelector(".bd-article");
+      // a formula reads as text ("π_old", written by the build), not as its TeX source
+      if (article) {
+        article.querySelectorAll(".math").forEach(function (math) {
+          math.replaceWith(doc.createTextNode(math.getAttribute("data-gl-text") || math.textContent));
+        });
+      }
       return article ? '<div role="main">' + article.innerHTML + "</div>" : html;
     }
     window.fetch = function (resource, options) {

@@ -479,3 +479,49 @@ def test_a_print_flushed_in_two_pieces_stays_one_line():
         assert render.coalesce_streams.__wrapped__ is getattr(before, "__wrapped__", before)
     finally:
         render.coalesce_streams = before
+
+
+def test_formulas_read_as_text_where_no_mathjax_runs():
+    """Issue 37: the search index held "What \\beta does" and every snippet \\(...\\) source;
+    tex_text gives the reading a person would type, never a backslash."""
+    ext = grpo_site_extension()
+    cases = {r"What \(\beta\) does": "What β does",
+             r"\pi_{\text{old}}": "π_old",
+             r"\hat{A}_{i,t} = \frac{r_i - \mu}{\sigma}": "Â_(i,t) = (r_i - μ)/σ",
+             r"\mathbb{E}\big[\rho\big] \le 1 + \varepsilon": "E[ρ] ≤ 1 + ε",
+             r"\text{max\_len}": "max_len",
+             r"\operatorname{KL}(\pi_\theta \,\|\, \pi_{\text{ref}})": "KL(π_θ ‖ π_ref)",
+             r"e^{-d} - 1 + d": "e^(-d) - 1 + d",
+             r"\tfrac12 \sqrt{2}": "1/2 √2",
+             r"\begin{aligned} a &= \unknownmacro{b} \end{aligned}": "a &= unknownmacrob"}
+    assert {tex: ext.tex_text(tex) for tex in cases} == cases
+    page = ('<p>Tokens from <span class="math notranslate nohighlight">\\(\\pi_{\\text{old}}'
+            '\\)</span>:</p><div class="math notranslate nohighlight">\\[a &lt; b\\]</div>')
+    tagged = ext.math_with_text(page)
+    assert 'data-gl-text="π_old"' in tagged and 'data-gl-text="a &lt; b"' in tagged
+    skeleton = ext.page_text_skeleton(f'<main role="main"><section id="s">{tagged}</section>'
+                                      '</main>')
+    assert skeleton == '<div role="main"><section id="s">Tokens from π_old:a &lt; b</section></div>'
+
+
+@pytest.mark.site
+def test_search_index_titles_and_ref_links_show_no_tex_source(site):
+    """The search index's titles are text ("What β does"), the pages' formulas carry their
+    text for the snippets, and a {ref} without text of its own shows its heading's formula
+    typeset (chapter 3: "Tokens from \\pi_{\\text{old}}: the importance weight" was raw)."""
+    script = (site / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(script[len("Search.setIndex("):script.rstrip().rindex(")")])
+    titles = [*index["titles"], *index["alltitles"]]
+    assert "What β does" in index["alltitles"], sorted(t for t in titles if "does" in t)
+    assert not [t for t in titles if "\\" in t], [t for t in titles if "\\" in t]
+    chapter3 = (site / "chapters" / "03_kl_estimators.html").read_text(encoding="utf-8")
+    assert 'data-gl-text="π_old"' in chapter3
+    links = re.findall(r'<a class="reference internal" href="#ch03-old-policy">(.*?)</a>',
+                       chapter3, re.S)
+    assert links and all('class="math' in link for link in links), links
+    text = " ".join(re.sub(r'<span class="math[^"]*"[^>]*>.*?</span>|<[^>]+>', " ", link)
+                    for link in links)
+    assert "\\" not in text, text
+    pages = json.loads((site / "_static" / "grpo-search-text.js").read_text()
+                       .removeprefix("window.GRPO_SEARCH_TEXT = ").rstrip().rstrip(";"))
+    assert not [p for p, text in pages.items() if "\\(" in text or "\\[" in text]
