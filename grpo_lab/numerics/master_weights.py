@@ -37,6 +37,12 @@ gradients overflow (the step is skipped) and doubling it after a run of good ste
 ========================  =====================================================================
 
 Each public function checks its arguments once and then runs the few lines of its math.
+The dtype policy of :mod:`grpo_lab.numerics.dtypes` holds: no inf or NaN comes from finite
+input. A weight that an update carries past its dtype's range is refused by name (``step``,
+``steps``), never returned as inf; Adam's moments are formed on gradients rescaled by a power
+of two, so a gradient of 1e200 or 1e-300 gives the update ``-lr sign(g)`` it mathematically
+has; a loss scale is a float32 number, as in ``torch.amp.GradScaler``. The one inf left is
+the documented one: a scaled gradient that overflows, the signal a dynamic scaler skips on.
 """
 
 from __future__ import annotations
@@ -47,9 +53,11 @@ import ml_dtypes
 import numpy as np
 
 from grpo_lab.numerics.precision import as_dtype
-from grpo_lab.numerics.validate import as_float_array, check_int, check_real, check_shape, describe
+from grpo_lab.numerics.stable import divide_or_zero_math, power_of_two_exponent
+from grpo_lab.numerics.validate import (as_float_array, check_choice, check_int, check_real,
+                                        check_shape, describe)
 
-__all__ = ["DynamicScalerRun", "MasterWeightRun", "adam_steps", "dynamic_loss_scaling",
+__all__ = ["SCALE_RANGE", "DynamicScalerRun", "MasterWeightRun", "adam_steps", "dynamic_loss_scaling",
            "flushed_fraction", "lost_update_fraction", "master_weight_run", "scaled_gradient",
            "update_in"]
 
@@ -94,9 +102,30 @@ def check_steps_arguments(w0, steps, dtype):
     return w.astype(np.float64), s.astype(np.float64), d
 
 
+#: the loss scales a float32 number holds as a normal number (``torch.amp.GradScaler`` keeps
+#: its scale in a float32 tensor): below, 1 / S is inf in float32 and S g underflows to 0
+SCALE_RANGE = (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max))
+
+
 def check_scale(name: str, scale) -> float:
-    """A loss scale: a finite real number > 0."""
-    return check_real(name, scale, minimum=0.0, allow_equal=False)
+    """A loss scale: a real number that float32 holds as a normal number, in :data:`SCALE_RANGE`
+    (about 1.2e-38 to 3.4e38)."""
+    S = check_real(name, scale, minimum=0.0, allow_equal=False)
+    if not SCALE_RANGE[0] <= S <= SCALE_RANGE[1]:
+        raise ValueError(f"{name}: expected a loss scale in [{SCALE_RANGE[0]:.8g}, "
+                         f"{SCALE_RANGE[1]:.8g}], a normal float32 number (the scaler keeps S "
+                         f"in float32 and unscales by 1/S there), got {S!r}")
+    return S
+
+
+def _refuse_overflow(name: str, new, d, what: str) -> None:
+    """A ``ValueError`` naming ``name`` if an update carried a weight past ``d``'s range."""
+    bad = ~np.isfinite(new)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name}: expected updates that keep the weights inside {d}'s range "
+                         f"(largest finite {float(ml_dtypes.finfo(d).max):.6g}), got {what} "
+                         f"that {d} rounds to inf at index {where}")
 
 
 # --- pitfall 6: an update that rounds to nothing ------------------------------------------------
@@ -119,14 +148,18 @@ def update_in(w, step, dtype) -> np.ndarray:
     return  w's     float64 values that ``dtype`` holds exactly
     ======  ======  =======================================================
 
-    The update vanishes when ``|step| < u/2 * |w|`` and never when ``|step| > u * |w|``.
+    The update vanishes when ``|step| < u/2 * |w|`` and never when ``|step| > u * |w|``. A sum
+    past the dtype's range (60000 + 10000 in float16) is a ``ValueError`` naming ``step``, not
+    an inf weight.
 
     >>> import grpo_lab as gl
     >>> gl.master_weights.update_in([1.0, 1.0], [2**-9, 2**-7], "bfloat16")
     array([1.       , 1.0078125])
     """
     w, step, d = check_update_arguments(w, step, dtype)
-    return update_math(w, step, d)
+    new = update_math(w, step, d)
+    _refuse_overflow("step", new, d, "a sum w + step")
+    return new
 
 
 def update_math(w, step, d):
@@ -151,7 +184,9 @@ def lost_update_fraction(w, step, dtype) -> float:
     moved = step != 0
     if not moved.any():
         return 0.0
-    same = update_math(w, step, d) == w.astype(d).astype(np.float64)    # the update vanished
+    new = update_math(w, step, d)
+    _refuse_overflow("step", new, d, "a sum w + step")
+    same = new == w.astype(d).astype(np.float64)                        # the update vanished
     return float((same & moved).sum() / moved.sum())
 
 
@@ -167,11 +202,21 @@ def adam_steps(grads, *, lr, beta1=0.9, beta2=0.999, eps=1e-8) -> np.ndarray:
     Adam normalises each coordinate by its own RMS, so :math:`|\Delta_k|` is about ``lr``
     whatever the gradient's size: the size of the update the weights have to absorb.
 
+    The moments are formed on each coordinate's gradients divided by a power of two
+    :math:`2^{k_j}` (exact), with ``eps`` brought into the same units, :math:`\mathrm{eps}/2^{k_j}`:
+    the update is unchanged, and a gradient of 1e200 (whose square overflows) or 1e-200 (whose
+    square underflows) gets the update it mathematically has, not -0 or 0/0. ``eps = 0`` is
+    allowed: a coordinate whose gradients have all been 0 gets the update 0 (the limit as
+    eps -> 0; PyTorch's Adam gives NaN there). No update is -0.
+
     ======  ======  ==========================================================
     Symbol  Shape   Meaning
     ======  ======  ==========================================================
     grads   (K, n)  the gradient of each of K steps
     lr      scalar  the learning rate (RL fine-tuning: 1e-7 to 1e-5), > 0
+    beta1   scalar  in [0, 1), the first moment's decay (0.9)
+    beta2   scalar  in [0, 1), the second moment's decay (0.999)
+    eps     scalar  >= 0, added to sqrt(v_hat) (1e-8)
     return  (K, n)  the update of each step
     ======  ======  ==========================================================
 
@@ -187,15 +232,27 @@ def adam_steps(grads, *, lr, beta1=0.9, beta2=0.999, eps=1e-8) -> np.ndarray:
         raise ValueError(f"beta1, beta2: expected numbers in [0, 1), got {beta1}, {beta2} "
                          f"(a decay of 1 never lets a gradient in)")
     eps = check_real("eps", eps, minimum=0.0)
-    g = g.astype(np.float64)
+    out = adam_math(g.astype(np.float64), lr, beta1, beta2, eps)
+    if not np.isfinite(out).all():                               # lr * m/sqrt(v) past 1.8e308
+        raise ValueError(f"lr: expected a learning rate whose updates fit in float64 (each is "
+                         f"about lr in size, up to lr (1 - beta1) / sqrt(1 - beta2)), got {lr!r}")
+    return out
+
+
+def adam_math(g, lr, beta1, beta2, eps):
+    """:func:`adam_steps` on checked values: ``g`` (K, n) float64 and the four options."""
+    k = np.array([power_of_two_exponent(x, eps=eps) for x in np.abs(g).max(axis=0)])   # (n,)
+    g = np.ldexp(g, -k)                                          # (K, n) |g| < 1, exact
+    eps_k = np.ldexp(eps, -k)                                    # (n,) eps in the same units
     m, v = np.zeros(g.shape[1]), np.zeros(g.shape[1])            # (n,) the two moments
     out = np.empty_like(g)                                       # (K, n)
-    for k in range(g.shape[0]):
-        m = beta1 * m + (1 - beta1) * g[k]
-        v = beta2 * v + (1 - beta2) * g[k] ** 2
-        m_hat, v_hat = m / (1 - beta1 ** (k + 1)), v / (1 - beta2 ** (k + 1))   # bias-corrected
-        out[k] = -lr * m_hat / (np.sqrt(v_hat) + eps)
-    return out
+    for t in range(g.shape[0]):
+        m = beta1 * m + (1 - beta1) * g[t]
+        v = beta2 * v + (1 - beta2) * g[t] ** 2
+        m_hat, v_hat = m / (1 - beta1 ** (t + 1)), v / (1 - beta2 ** (t + 1))   # bias-corrected
+        with np.errstate(over="ignore"):                         # refused by the caller
+            out[t] = divide_or_zero_math(-lr * m_hat, np.sqrt(v_hat) + eps_k)     # 0/0 is 0
+    return out + 0.0                                             # -0 becomes 0
 
 
 @dataclass(frozen=True)
@@ -218,11 +275,19 @@ class MasterWeightRun:
     distance: dict
 
     def moved(self, which: str) -> float:
-        """The share of the reference's movement that ``which`` made: <w - w0, ref - w0> /
-        |ref - w0|^2 (1 for the exact run, 0 for weights that never moved)."""
+        """The share of the reference's movement that ``which`` (``"low"``, ``"master"`` or
+        ``"copy"``) made: <w - w0, ref - w0> / |ref - w0|^2 (1 for the exact run, 0 for weights
+        that never moved). A reference that did not move (the steps sum to 0) has no share to
+        give: a ``ValueError``, not 0/0."""
+        which = check_choice("which", which, ("low", "master", "copy"))
         w = {"low": self.low, "master": self.master, "copy": self.copy}[which]
-        full = self.reference - self.start
-        return float(np.dot(w - self.start, full) / np.dot(full, full))
+        full = self.reference - self.start                       # (n,)
+        size = np.abs(full).max()
+        if size == 0:
+            raise ValueError("which: the reference run ends where it started (the steps sum "
+                             "to 0 on every weight), so no run has a share of its movement")
+        full = full / size                                       # no square overflows
+        return float(np.dot((w - self.start) / size, full) / np.dot(full, full))
 
 
 def master_weight_run(w0, steps, dtype="bfloat16") -> MasterWeightRun:
@@ -241,21 +306,34 @@ def master_weight_run(w0, steps, dtype="bfloat16") -> MasterWeightRun:
     >>> run = gl.master_weights.master_weight_run([1.0], np.full((256, 1), 2**-10))
     >>> run.low, run.master, run.reference        # 256 steps of 2**-10 add 0.25
     (array([1.]), array([1.25]), array([1.25]))
+
+    Steps that carry a weight past the range of a run's dtype (1e300 in bfloat16; the float32
+    master, whatever ``dtype``) are a ``ValueError`` naming ``steps`` and the step, never an
+    inf weight.
     """
     w, s, d = check_steps_arguments(w0, steps, dtype)
     start = w.astype(d).astype(np.float64)                       # (n,) the stored start
     ref, low, master = start.copy(), start.copy(), start.astype(np.float32)
     dist = {"low": [], "master": [], "copy": []}
-    rms = lambda x: float(np.sqrt(np.mean((x - ref) ** 2)))      # noqa: E731
-    for step in s:                                               # step: (n,)
-        ref = ref + step                                         # float64, the exact run
-        low = update_math(low, step, d)                          # the dtype alone
-        master = master + step.astype(np.float32)                # float32 master weights
-        copy = master.astype(d).astype(np.float64)               # the copy made after it
+    for k, step in enumerate(s):                                 # step: (n,)
+        with np.errstate(over="ignore"):                         # refused just below
+            ref = ref + step                                     # float64, the exact run
+            low = update_math(low, step, d)                      # the dtype alone
+            master = master + step.astype(np.float32)            # float32 master weights
+            copy = master.astype(d).astype(np.float64)           # the copy made after it
+        for name, x, xd in ((f"the {d} run", low, d), ("the float32 master", master, np.float32),
+                            (f"the {d} copy", copy, d)):    # the reference stays near master
+            _refuse_overflow("steps", x, np.dtype(xd), f"{name} after step {k}")
         for key, x in (("low", low), ("master", master.astype(np.float64)), ("copy", copy)):
-            dist[key].append(rms(x))
+            dist[key].append(_rms(x - ref))
     return MasterWeightRun(str(d), start, ref, low, master.astype(np.float64), copy,
                            {k: np.array(v) for k, v in dist.items()})
+
+
+def _rms(x) -> float:
+    """sqrt(mean(x**2)) without a square that overflows: x scaled by its largest |x| first."""
+    size = np.abs(x).max()
+    return 0.0 if size == 0 else float(size * np.sqrt(np.mean((x / size) ** 2)))
 
 
 # --- pitfall 7: gradients that underflow, and loss scaling --------------------------------------
@@ -288,14 +366,17 @@ def scaled_gradient(g, scale, dtype="float16") -> np.ndarray:
     .. math:: \hat g = \operatorname{fl}_{32}\big(\operatorname{fl}_{\text{dtype}}(S g)\big) / S
 
     ``scale = 1`` is no loss scaling. An entry whose :math:`S g` passes the dtype's largest
-    value is ``inf``: the step a dynamic scaler skips. The rounding is that of storing the
-    gradient once; a real backward pass rounds at every layer besides.
+    value (or whose unscaled value passes float32's) is ``inf``: the overflow a dynamic scaler
+    detects and skips, the one inf this module returns on purpose. The rounding is that of
+    storing the gradient once; a real backward pass rounds at every layer besides. ``scale``
+    is a float32 number, as ``GradScaler``'s is (:data:`SCALE_RANGE`): a scale of 1e-300 is
+    refused by name, since 1/S would be inf in float32 and every gradient 0/0.
 
     ======  ======  ========================================================
     Symbol  Shape   Meaning
     ======  ======  ========================================================
     g       any     the exact gradient
-    scale   scalar  the loss scale S > 0 (a power of two unscales exactly)
+    scale   scalar  the loss scale S, in SCALE_RANGE (a power of two unscales exactly)
     dtype   str     the dtype of the backward pass (``"float16"``)
     return  g's     float32: the gradient the optimiser receives
     ======  ======  ========================================================
@@ -318,7 +399,7 @@ def scaled_math(g, S, d):
     """:func:`scaled_gradient` on a checked float64 array, scale and NumPy dtype."""
     with np.errstate(over="ignore"):                             # S g past the range: inf
         stored = (S * g).astype(d)                               # the backward pass's gradient
-    return (stored.astype(np.float32) / np.float32(S)).astype(np.float32)   # unscaled in float32
+        return (stored.astype(np.float32) / np.float32(S)).astype(np.float32)  # unscaled, f32
 
 
 @dataclass(frozen=True)
@@ -347,12 +428,19 @@ def dynamic_loss_scaling(grads, dtype="float16", *, init_scale=2.0**16, growth_f
     a row, :math:`S \leftarrow S \cdot` ``growth_factor``. The defaults are
     ``torch.amp.GradScaler``'s (init 65536, x2, x0.5, 2000 steps).
 
+    The scale stays a normal float32 number (:data:`SCALE_RANGE`), so a step is skipped only
+    where a gradient overflowed: a growth that would pass float32's largest value is not
+    applied (PyTorch's ``_amp_update_scale_`` grows only to a finite scale), and a back-off
+    that would go below float32's smallest normal stops there (PyTorch's would reach 0, and
+    then skip every step on 0 * inf = NaN). A gradient too large for ``dtype`` even at that
+    smallest scale (1e300 in float16) keeps overflowing: its steps are skipped, as they are.
+
     ===============  ======  ===================================================
     Symbol           Shape   Meaning
     ===============  ======  ===================================================
     grads            (K, n)  the exact gradient of each of K steps
     dtype            str     the dtype of the backward pass (``"float16"``)
-    init_scale       scalar  the first S, > 0
+    init_scale       scalar  the first S, in SCALE_RANGE
     growth_factor    scalar  > 1, applied after ``growth_interval`` good steps
     backoff_factor   scalar  in (0, 1), applied on a step that overflowed
     growth_interval  int     >= 1
@@ -383,13 +471,14 @@ def dynamic_loss_scaling(grads, dtype="float16", *, init_scale=2.0**16, growth_f
         if not np.isfinite(applied).all():                       # overflow: skip, back off
             skipped.append(True)
             flushed.append(np.nan)
-            S, good = S * backoff, 0
+            S, good = max(S * backoff, SCALE_RANGE[0]), 0        # a float32 normal, never 0
             continue
         nonzero = gk != 0
         skipped.append(False)
         flushed.append(float(((applied == 0) & nonzero).sum() / max(int(nonzero.sum()), 1)))
         good += 1
         if good == interval:                                     # a run of good steps: grow
-            S, good = S * growth, 0
+            S = S * growth if S * growth <= SCALE_RANGE[1] else S   # only to a finite float32
+            good = 0
     return DynamicScalerRun(np.array(scales), np.array(skipped, dtype=bool), np.array(flushed),
                             float(S))

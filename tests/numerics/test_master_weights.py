@@ -234,3 +234,109 @@ def test_the_figures_draw_the_runs():
     import matplotlib.pyplot as plt
     plt.close("all")
     assert ml_dtypes.finfo(gl.as_dtype("float16")).smallest_subnormal == 2.0**-24
+
+
+# --- issue 37: the edges of the range, each a stable result or a clear error --------------------
+
+def test_adam_at_huge_and_tiny_gradients_gives_minus_lr_sign_g_not_minus_zero():
+    # Adam's first step is -lr m_hat / (sqrt(v_hat) + eps) = -lr g / (|g| + eps): -lr sign(g)
+    # when |g| >> eps. At 1e200, g**2 overflows to inf and the naive form gave -0.0; at 1e-200
+    # with eps = 0 it underflows to 0 and gave 0/0.
+    for g, eps in ((1e200, 1e-8), (1.7e308, 1e-8), (1e-200, 0.0), (5e-324, 0.0), (1e-200, 1e-300)):
+        got = mw.adam_steps([[g, -g]], lr=1e-6, eps=eps)
+        assert got.tolist() == [[-1e-06, 1e-06]], (g, eps, got)
+    # eps-dominated, it is still the formula: -lr g / eps = -1e-6 * 1e-200 / 1e-8
+    assert mw.adam_steps([[1e-200]], lr=1e-6)[0, 0] == pytest.approx(-1e-198, rel=1e-12)
+    # Adam is scale-free at eps = 0: a run at 1e200 is the run at 1 (to rounding)
+    g = np.array([[1.0, 3.0], [-1.0, 0.5], [2.0, -4.0]])
+    for big in (1e200, 1e-200):
+        np.testing.assert_allclose(mw.adam_steps(g * big, lr=1e-3, eps=0.0),
+                                   mw.adam_steps(g, lr=1e-3, eps=0.0), rtol=1e-13)
+
+
+def test_adam_with_eps_zero_gives_zero_on_a_coordinate_that_never_had_a_gradient():
+    got = mw.adam_steps([[0.0, 2.0], [0.0, 2.0]], lr=1e-3, eps=0.0)
+    assert got[:, 0].tolist() == [0.0, 0.0] and not np.signbit(got[:, 0]).any()   # +0, not 0/0
+    np.testing.assert_allclose(got[:, 1], [-1e-3, -1e-3], rtol=1e-12)
+    assert not np.signbit(mw.adam_steps([[0.0]], lr=1e-6)).any()   # -lr * 0 / eps is +0
+
+
+def test_adam_refuses_a_learning_rate_whose_updates_pass_float64():
+    # beta1 = 0, beta2 = 0.9: after 50 steps of 1e-30 a gradient of 1 has m_hat = 1 and
+    # v_hat = 0.1 / (1 - 0.9**51) ~ 0.1, an update of lr / sqrt(0.1) = 3.16 lr: past float64.
+    with pytest.raises(ValueError, match=r"^lr: expected a learning rate whose updates fit"):
+        mw.adam_steps([[1e-30]] * 50 + [[1.0]], lr=1e308, beta1=0.0, beta2=0.9)
+    assert mw.adam_steps([[1.0]], lr=1e308, eps=0.0).tolist() == [[-1e308]]
+
+
+def test_update_in_past_the_dtype_range_is_refused_by_name():
+    # 60000 + 10000 = 70000 > float16's 65504 (and above 65520, where rounding goes to inf)
+    for fn in (mw.update_in, mw.lost_update_fraction):
+        with pytest.raises(ValueError, match=r"^step: expected updates that keep the weights "
+                                             r"inside float16's range \(largest finite 65504\)"):
+            fn([1.0, 60000.0], [0.0, 1e4], "float16")
+        with pytest.raises(ValueError, match=r"^step: .*float64's range"):
+            fn([1e308], [1e308], "float64")
+    # 65504 + 8 rounds back to 65504 (the half spacing at 65504 is 16): kept, not refused
+    assert mw.update_in([65504.0], [8.0], "float16").tolist() == [65504.0]
+
+
+def test_master_weight_run_at_huge_steps_names_steps_and_the_run():
+    with pytest.raises(ValueError, match=r"^steps: .*bfloat16's range .*the bfloat16 run after "
+                                         r"step 1"):
+        mw.master_weight_run([1.0], [[1.0], [1e300]], "bfloat16")
+    with pytest.raises(ValueError, match=r"^steps: .*float32's range .*the float32 master after step 0"):
+        mw.master_weight_run([1.0], [[1e300]], "float64")
+    # large steps that fit: the distances are finite although their squares are not
+    run = mw.master_weight_run([0.0, 0.0], np.full((2, 2), 2.0**126), "float32")
+    assert np.isfinite(run.distance["low"]).all() and run.moved("master") == 1.0
+
+
+def test_moved_names_which_and_refuses_a_reference_that_did_not_move():
+    run = mw.master_weight_run([1.0], [[2**-10], [-2**-10]])
+    with pytest.raises(ValueError, match=r"^which: expected one of 'low', 'master', 'copy', "
+                                         r"got 'float32'"):
+        mw.master_weight_run([1.0], [[1e-3]]).moved("float32")
+    with pytest.raises(ValueError, match=r"^which: the reference run ends where it started"):
+        run.moved("low")
+    big = mw.master_weight_run([0.0], [[2.0**126]], "float32")   # |ref - w0|**2 = 2**252: fine
+    assert big.moved("low") == 1.0
+
+
+def test_scaled_gradient_refuses_a_scale_float32_cannot_hold():
+    for S in (1e-300, 1e-39, 1e39, 2.0**128):
+        with pytest.raises(ValueError, match=r"^scale: expected a loss scale in \[1.1754944e-38, "
+                                             r"3.4028235e\+38\]"):
+            mw.scaled_gradient([1.0], S)
+    # at the smallest scale a gradient of 1 is flushed (S g = 1.2e-38 is 0 in float16): 0, not NaN
+    assert mw.scaled_gradient([1.0], mw.SCALE_RANGE[0]).tolist() == [0.0]
+    # an unscaled value past float32 is the documented overflow inf, as at S g past float16
+    assert np.isinf(mw.scaled_gradient([1e40], mw.SCALE_RANGE[0])[0])
+
+
+def test_dynamic_scaler_never_backs_off_to_zero_nor_grows_past_float32():
+    # A gradient of 1e300 overflows float16 at every float32 scale: every step is skipped (it
+    # did overflow) and the scale stops at float32's smallest normal instead of reaching 0,
+    # where the old rule then skipped steps with nothing to overflow (0 * inf).
+    run = mw.dynamic_loss_scaling([[1e300]] * 4, init_scale=1e-30, backoff_factor=1e-10)
+    assert run.skipped.all() and run.scales.min() == mw.SCALE_RANGE[0] > 0
+    run = mw.dynamic_loss_scaling([[1e300], [1.0]], init_scale=1e-37, backoff_factor=1e-10)
+    assert run.skipped.tolist() == [True, False]               # 1.0 at 1.2e-38: no overflow
+    assert run.flushed.tolist()[1] == 1.0                      # ... flushed, reported as such
+    # growth by 10 from 3e38 would pass float32's max: not applied (as torch's update kernel)
+    run = mw.dynamic_loss_scaling([[0.0]] * 3, init_scale=3e38, growth_factor=10.0,
+                                  growth_interval=1)
+    assert run.scales.tolist() == [3e38] * 3 and not run.skipped.any()
+    assert run.final_scale == 3e38
+    with pytest.raises(ValueError, match=r"^init_scale: expected a loss scale in"):
+        mw.dynamic_loss_scaling([[1.0]], init_scale=1e300)
+
+
+def test_the_scale_rule_at_the_range_is_torchs():
+    torch = pytest.importorskip("torch")
+    scale, tracker = torch.tensor([3e38]), torch.tensor([0], dtype=torch.int32)
+    torch._amp_update_scale_(scale, tracker, torch.tensor([0.0]), 10.0, 0.5, 1)
+    assert scale.item() == pytest.approx(3e38, rel=1e-7)        # growth to inf is not applied
+    run = mw.dynamic_loss_scaling([[0.0]], init_scale=float(np.float32(3e38)),
+                                  growth_factor=10.0, growth_interval=1)
+    assert run.final_scale == scale.item()
