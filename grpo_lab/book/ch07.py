@@ -125,7 +125,8 @@ def decode_figure(batch=64, T=1024, prompt_len=256, *, model=None, fig=None):
 
     Left: a decode step's arithmetic intensity against the batch (the weight GEMMs: ``b``
     flop/byte in bf16), with the H100 and H200 ridge points and the crossover batch once the
-    KV cache at the mean context is read too. Right: one GRPO step's stages on each GPU
+    KV cache at the mean context is read too, both at the cost model's one set of efficiencies
+    (``gl.cost_model.EFFICIENCY``). Right: one GRPO step's stages on each GPU
     (:func:`grpo_lab.perf.cost_model.grpo_step_cost`, ``prompts = batch / 8``, G = 8).
     Arithmetic on datasheet figures, labelled so. Returns the Figure.
     """
@@ -139,16 +140,16 @@ def decode_figure(batch=64, T=1024, prompt_len=256, *, model=None, fig=None):
         fig = plt.figure(figsize=(11, 4.8))
     fig.clear()
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
-    b = np.logspace(0, 4, 200)
+    b = np.unique(np.geomspace(1, 10_000, 200).astype(np.int64))            # whole sequences
     left.loglog(b, cm.decode_intensity(b), "k-", lw=2, label="decode weight GEMMs: b flop/byte")
     mean_len = cm.completion_lengths(max(1, batch), T).mean()
     context = prompt_len + mean_len / 2                      # a decode step's mean context
     titles = []
     for gpu, colour in ((H100_SXM, "tab:blue"), (H200_SXM, "tab:orange")):
-        ridge = cm.ridge_point(gpu)
+        ridge = cm.ridge_point(gpu, cm.EFFICIENCY)              # the chapter's one assumption
         short = gpu.name.split(" (")[0]
         left.axhline(ridge, color=colour, ls=":", lw=1.5, label=f"{short} ridge {ridge:.0f}")
-        cross = cm.crossover_batch(model, gpu, context)
+        cross = cm.crossover_batch(model, gpu, context, cm.EFFICIENCY)
         if np.isfinite(cross):
             left.axvline(cross, color=colour, ls="--", lw=1,
                          label=f"{short} crossover with KV: b = {cross:.0f}")

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grpo_lab.numerics.validate import as_float_array, check_int, check_real
+from grpo_lab.numerics.validate import check_real, describe
+from grpo_lab.perf.cost_checks import check_cost_arguments
 
 __all__ = ["ADV_FLOPS_PER_REWARD", "GPU", "H100_SXM", "H200_SXM", "LOSS_FLOPS_PER_TOKEN", "TraceCount",
            "advantages_min_bytes", "attainable", "loss_min_bytes", "measure_matmul_flops",
@@ -47,37 +48,44 @@ class GPU:
     launch_s: float                 # an assumed per-kernel launch cost, not a datasheet figure
     bf16_flops: float = 989e12      # dense bf16 tensor-core peak (no sparsity)
     hbm_capacity_bytes: float = 80e9    # memory on the card
-    nvlink_bytes_per_s: float = 900e9   # NVLink, all links, one direction
+    nvlink_bytes_per_s: float = 450e9   # NVLink, all links, ONE direction (half the datasheet's)
+
+    def __post_init__(self):            # checked once, here: every function then trusts it
+        if not isinstance(self.name, str):
+            raise TypeError(f"name: expected a str, got {describe(self.name)}")
+        for field in ("hbm_bytes_per_s", "fp32_flops", "bf16_flops", "hbm_capacity_bytes",
+                      "nvlink_bytes_per_s"):
+            check_real(field, getattr(self, field), minimum=0.0, allow_equal=False)
+        for field in ("l2_bytes", "launch_s"):
+            check_real(field, getattr(self, field), minimum=0.0)
 
 
 #: NVIDIA H100 SXM5 (the H100 datasheet): 3.35 TB/s HBM3 (80 GB), 67 TFLOP/s FP32, 989 TFLOP/s
-#: dense bf16 (1979 with 2:4 sparsity, which training does not use), 900 GB/s NVLink, 50 MB
-#: L2. The launch cost is an assumption of a few microseconds per eager kernel.
+#: dense bf16 (1979 with 2:4 sparsity, which training does not use), 50 MB L2, and NVLink 4 at
+#: 900 GB/s: 18 links of 50 GB/s counted both ways, so 450 GB/s in one direction, the rate a
+#: GPU receives an all-gather at. The launch cost is an assumption of a few microseconds per
+#: eager kernel.
 H100_SXM = GPU("H100 SXM (datasheet)", 3.35e12, 67e12, 50e6, 5e-6, bf16_flops=989e12,
-               hbm_capacity_bytes=80e9, nvlink_bytes_per_s=900e9)
+               hbm_capacity_bytes=80e9, nvlink_bytes_per_s=450e9)
 
 #: NVIDIA H200 SXM (the H200 datasheet): 4.8 TB/s HBM3e (141 GB), 67 TFLOP/s FP32, 989 TFLOP/s
-#: dense bf16, 900 GB/s NVLink: the same compute as the H100 SXM with 1.4x its bandwidth and
-#: 1.76x its memory. The datasheet gives no L2 size: 60 MB is what PyTorch reports on one.
-#: Same assumed launch cost.
+#: dense bf16, NVLink 900 GB/s both ways (450 one way): the same compute as the H100 SXM with
+#: 1.4x its bandwidth and 1.76x its memory. The datasheet gives no L2 size: 60 MB is what
+#: PyTorch reports on one. Same assumed launch cost.
 H200_SXM = GPU("H200 SXM (datasheet)", 4.8e12, 67e12, 60e6, 5e-6, bf16_flops=989e12,
-               hbm_capacity_bytes=141e9, nvlink_bytes_per_s=900e9)
+               hbm_capacity_bytes=141e9, nvlink_bytes_per_s=450e9)
 
 
 def attainable(intensity, peak_flops, bandwidth):
     """The roof: the flop/s a kernel of ``intensity`` flop/byte can reach, ``min(P, I W)``."""
-    intensity, _ = as_float_array("intensity", intensity, shape_doc=" of flop/byte values")
-    if np.any(intensity < 0):
-        raise ValueError("intensity: expected flop/byte values >= 0, got a negative one")
-    peak_flops = check_real("peak_flops", peak_flops, minimum=0.0, allow_equal=False)
-    bandwidth = check_real("bandwidth", bandwidth, minimum=0.0, allow_equal=False)
-    return np.minimum(peak_flops, np.asarray(intensity, dtype=np.float64) * bandwidth)
+    intensity, peak_flops, bandwidth = check_cost_arguments(
+        intensity=intensity, peak_flops=peak_flops, bandwidth=bandwidth)
+    return np.minimum(peak_flops, intensity * bandwidth)
 
 
 def advantages_min_bytes(B, G, itemsize=4):
     """Bytes a group-advantages kernel must move: read B*G rewards, write B*G advantages."""
-    B, G = check_int("B", B, minimum=1), check_int("G", G, minimum=1)
-    itemsize = check_int("itemsize", itemsize, minimum=1)
+    B, G, itemsize = check_cost_arguments(B=B, G=G, itemsize=itemsize)
     return 2 * B * G * itemsize
 
 
@@ -87,10 +95,8 @@ def loss_min_bytes(N, T, itemsize=4, per_sequence_adv=True):
     Read ``logp``, ``old_logp``, ``ref_logp`` (``itemsize`` each) and the bool mask (1 byte)
     per token, the advantages per sequence (or per token), and write the gradient per token.
     """
-    N, T = check_int("N", N, minimum=1), check_int("T", T, minimum=1)
-    itemsize = check_int("itemsize", itemsize, minimum=1)
-    if not isinstance(per_sequence_adv, (bool, np.bool_)):
-        raise TypeError(f"per_sequence_adv: expected True or False, got {per_sequence_adv!r}")
+    N, T, itemsize, per_sequence_adv = check_cost_arguments(
+        N=N, T=T, itemsize=itemsize, per_sequence_adv=per_sequence_adv)
     adv = N * itemsize if per_sequence_adv else N * T * itemsize
     return N * T * (3 * itemsize + 1 + itemsize) + adv
 
@@ -115,6 +121,7 @@ def trace_torch_traffic(fn, full_size=0):
     so the sum over ops is the memory traffic of the eager computation when its tensors are
     larger than the caches (views, which move nothing, are not counted).
     """
+    fn, full_size = check_cost_arguments(fn=fn, full_size=full_size)
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
@@ -149,6 +156,7 @@ def trace_torch_traffic(fn, full_size=0):
 
 def measure_matmul_flops(n=1024, repeats=5, dtype=np.float32):
     """Flop/s of an n x n matrix product (BLAS): the compute roof of this machine, measured."""
+    n, repeats, dtype = check_cost_arguments(n=n, repeats=repeats, dtype=dtype)
     import time
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(n, n)).astype(dtype), rng.normal(size=(n, n)).astype(dtype)
@@ -158,7 +166,7 @@ def measure_matmul_flops(n=1024, repeats=5, dtype=np.float32):
         start = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best
+    return 2 * n ** 3 / max(best, time.get_clock_info("perf_counter").resolution)
 
 
 def __getattr__(name):

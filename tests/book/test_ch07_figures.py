@@ -74,10 +74,10 @@ def test_decode_figure_marks_the_ridges_and_the_crossovers_the_model_computes():
     left, right = fig.axes[:2]
     ridges = sorted(line.get_ydata()[0] for line in left.get_lines()
                     if line.get_linestyle() == ":")
-    assert ridges == pytest.approx(sorted([cm.ridge_point(gl.roofline.H100_SXM),
-                                           cm.ridge_point(gl.roofline.H200_SXM)]))
+    assert ridges == pytest.approx(sorted([cm.ridge_point(gl.roofline.H100_SXM, cm.EFFICIENCY),
+                                           cm.ridge_point(gl.roofline.H200_SXM, cm.EFFICIENCY)]))
     context = 64 + cm.completion_lengths(64, 256).mean() / 2
-    cross = cm.crossover_batch(cm.QWEN25_7B, gl.roofline.H200_SXM, context)
+    cross = cm.crossover_batch(cm.QWEN25_7B, gl.roofline.H200_SXM, context, cm.EFFICIENCY)
     assert f"H200 SXM b > {cross:.0f}" in left.get_title()
     # the bars of each GPU add up to the model's step total
     cost = cm.grpo_step_cost(cm.QWEN25_7B, gl.roofline.H100_SXM, prompts=8, G=8, T=256,

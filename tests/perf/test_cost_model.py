@@ -73,13 +73,14 @@ def test_crossover_without_kv_is_the_ridge_and_decode_turns_there(gpu):
 
 
 def test_the_kv_cache_pushes_the_crossover_up_and_past_infinity():
-    # by hand: b = (2M/W) / (2M/P - c kv / W); infinite once c kv / W >= 2M / P
+    # by hand: b = (2M/W) / ((2M + a c)/P - c kv / W), a = 4 L heads head_dim = 4 x 28 x 3584
+    # attention flops per cached token; infinite once c kv / W >= (2M + a c) / P
     M, kv = cm.param_counts(cm.QWEN25_7B)["matmul"], cm.kv_bytes_per_token(cm.QWEN25_7B)
     P, W = H100_SXM.bf16_flops, H100_SXM.hbm_bytes_per_s
-    c = 768
+    a, c = 4 * 28 * 3584, 768
     assert cm.crossover_batch(cm.QWEN25_7B, H100_SXM, c) == pytest.approx(
-        (2 * M / W) / (2 * M / P - c * kv / W))
-    never = 2 * M / P * W / kv                                        # the context where it ends
+        (2 * M / W) / ((2 * M + a * c) / P - c * kv / W))
+    never = 2 * M / P / (kv / W - a / P)                              # the context where it ends
     assert math.isinf(cm.crossover_batch(cm.QWEN25_7B, H100_SXM, never * 1.001))
     assert cm.crossover_batch(cm.QWEN25_7B, H100_SXM, never * 0.5) > cm.ridge_point(H100_SXM)
 
@@ -132,11 +133,17 @@ def test_step_cost_stages_and_switches():
     padded = cm.grpo_step_cost(cm.QWEN25_7B, H100_SXM, prompts=8, G=8, T=128, gpus=8,
                                packed=False)
     assert padded["policy forward + backward"] > cost["policy forward + backward"]
-    # weight sync: 2 bytes per parameter over the link
-    assert cost["weight sync"] == pytest.approx(2 * 7.6156e9 / 900e9, rel=1e-4)
+    # weight sync, colocated under ZeRO-3: an all-gather of the bf16 weights, each GPU receiving
+    # 7/8 of 2 bytes x 7.6156e9 at NVLink's 450 GB/s one way, then the engine's copy (read and
+    # write, 4 bytes a parameter, at 80% of 3.35 TB/s)
+    P = 7.6156e9
+    assert cost["weight sync"] == pytest.approx(2 * P * 7 / 8 / 450e9 + 4 * P / (0.8 * 3.35e12),
+                                                rel=1e-4)
     slow = cm.grpo_step_cost(cm.QWEN25_7B, H100_SXM, prompts=8, G=8, T=128, gpus=8,
                              sync_bytes_per_s=50e9)
-    assert slow["weight sync"] == pytest.approx(18 * cost["weight sync"])
+    assert slow["weight sync"] == pytest.approx(2 * P / 50e9, rel=1e-4)    # all of it, once
+    one = cm.grpo_step_cost(cm.QWEN25_7B, H100_SXM, prompts=8, G=8, T=128, gpus=1)
+    assert one["weight sync"] == pytest.approx(4 * P / (0.8 * 3.35e12), rel=1e-4)  # no gather
     with pytest.raises(ValueError, match="gpus: expected a divisor of N"):
         cm.grpo_step_cost(cm.QWEN25_7B, H100_SXM, prompts=3, G=3, gpus=2)
     with pytest.raises(ValueError, match="prompts"):
@@ -175,12 +182,15 @@ def test_every_stage_grows_with_the_length(T, extra, prompts):
 @settings(max_examples=30, deadline=None)
 @given(b=st.integers(1, 4096), context=st.integers(0, 4096))
 def test_intensity_and_crossover_agree(b, context):
-    # a batch above the crossover is compute-bound in its weights + KV step, below it memory
-    model, gpu = cm.QWEN25_7B, H200_SXM
+    # above the crossover a decode step's compute time (decode_cost's GEMM and attention
+    # flops) exceeds its memory time (the weights and the KV cache), below it the reverse, at
+    # the chapter's efficiencies
+    model, gpu, eff = cm.QWEN25_7B, H200_SXM, cm.EFFICIENCY
     M, kv = cm.param_counts(model)["matmul"], cm.kv_bytes_per_token(model)
-    compute = 2 * M * b / gpu.bf16_flops
-    memory = (2 * M + b * context * kv) / gpu.hbm_bytes_per_s
-    cross = cm.crossover_batch(model, gpu, context)
+    a = 4 * model.layers * model.heads * model.head_dim
+    compute = b * (2 * M + a * context) / (eff.matmul * gpu.bf16_flops)
+    memory = (2 * M + b * context * kv) / (eff.memory * gpu.hbm_bytes_per_s)
+    cross = cm.crossover_batch(model, gpu, context, eff)
     if b > cross * (1 + 1e-9):
         assert compute >= memory
     elif b < cross * (1 - 1e-9):
@@ -211,9 +221,12 @@ def test_training_memory_16_bytes_and_zero_stages():
 
 def test_kv_cache_activations_capacity_and_padding():
     assert mem.kv_cache_bytes(cm.QWEN25_7B, 512, 1280) == 512 * 1280 * 57344
-    d, L = 3584, 28
-    assert mem.activation_bytes(cm.QWEN25_7B, 10) == 34 * d * 10 * L
-    assert mem.activation_bytes(cm.QWEN25_7B, 10, checkpointing=True) == 2 * d * 10 * L + 34 * d * 10
+    d, L, d_kv, I = 3584, 28, 4 * 128, 18944
+    per = 12 * d + 4 * d_kv + 8 * I                        # 196,608 bytes: 54.9 d, not 34 d
+    assert mem.activation_bytes_per_token_layer(cm.QWEN25_7B) == per == 196608
+    assert round(per / d, 1) == 54.9
+    assert mem.activation_bytes(cm.QWEN25_7B, 10) == per * 10 * L
+    assert mem.activation_bytes(cm.QWEN25_7B, 10, checkpointing=True) == 2 * d * 10 * L + per * 10
     P = cm.param_counts(cm.QWEN25_7B)["total"]
     want = int((0.9 * 80e9 - 2 * P) // 57344)
     assert mem.kv_capacity_tokens(cm.QWEN25_7B, H100_SXM) == want
