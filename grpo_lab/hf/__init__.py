@@ -9,6 +9,7 @@ data and no tokenizer are downloaded.
 Name                             Where it is taught (chapter 6b's sections)
 ===============================  ==============================================================
 ``build_tokenizer``              the model and the prompt template: a character tokenizer
+``stop_ids``                     the ids a completion stops at (``STOP_TOKENS``)
 ``prompt_messages``              chapter 6's prompt as chat messages (``CHAT_TEMPLATE``,
                                  ``R1_ZERO_SYSTEM``)
 ``build_model``, ``save_local``  a small Llama / Qwen2 causal LM; a folder TRL can reload
@@ -19,6 +20,8 @@ Name                             Where it is taught (chapter 6b's sections)
 ``token_logprobs``               log pi(y) from logits, without a full log-softmax copy
 ``completion_logprobs``          the completion's log-probs from one forward pass
 ``token_entropy``                entropy from logits, stable at large and -inf logits
+``saved_logit_tensors``          what a log-prob's backward keeps, measured
+                                 (``logprob_memory_table``)
 ``frozen_copy``                  the reference model: a frozen copy of the policy
 ``reference_logprobs``           ref_logp from the frozen reference
 ``old_logprobs``                 old_logp recomputed by the trainer beside the sampler's
@@ -57,6 +60,7 @@ from grpo_lab.hf.batch import (Completions, completion_mask, completion_mask_pla
                                encode_prompts, left_pad, left_pad_plain, sample)
 from grpo_lab.hf.importance import (IS_MODES, is_weights, sequence_masked_is_plain,
                                     token_truncated_is_plain, weighted_advantages)
+from grpo_lab.hf.memory import logprob_memory_table, saved_logit_tensors
 from grpo_lab.hf.logprobs import (completion_logprobs, next_token_logprobs,
                                   next_token_logprobs_plain, token_entropy, token_entropy_plain,
                                   token_logprobs, token_logprobs_plain)
@@ -64,22 +68,23 @@ from grpo_lab.hf.model import ARCHITECTURES, build_model, save_local
 from grpo_lab.hf.reference import frozen_copy, logp_mismatch, old_logprobs, reference_logprobs
 from grpo_lab.hf.reward import FORMAT_WEIGHT, addition_rewards, trl_reward_function
 from grpo_lab.hf.step import StepConfig, StepOutput, grpo_step
-from grpo_lab.hf.tokenizer import (CHAT_TEMPLATE, EOS, PAD, R1_ZERO_SYSTEM, VOCAB,
-                                   build_tokenizer, prompt_messages)
+from grpo_lab.hf.tokenizer import (CHAT_TEMPLATE, EOS, PAD, R1_ZERO_SYSTEM, STOP_TOKENS, VOCAB,
+                                   build_tokenizer, prompt_messages, stop_ids)
 from grpo_lab.hf.trl_check import BatchCapture, CrossCheck, cross_check
 from grpo_lab.hf.trl_run import (TRL_VERSION, TRLRun, addition_dataset, grpo_config, offline,
                                  run_trl)
 from grpo_lab.hf.warmstart import ANSWER_KINDS, format_text, warm_start
 
 __all__ = ["ANSWER_KINDS", "ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIGHT", "IS_MODES",
-           "MICRO_WEIGHTS", "PAD", "R1_ZERO_SYSTEM", "TRL_VERSION", "VOCAB", "BatchCapture",
+           "MICRO_WEIGHTS", "PAD", "R1_ZERO_SYSTEM", "STOP_TOKENS", "TRL_VERSION", "VOCAB", "BatchCapture",
            "Completions", "CrossCheck", "StepConfig", "StepOutput", "TRLRun", "accumulate",
            "addition_dataset", "addition_rewards", "build_model", "build_tokenizer",
            "completion_logprobs", "completion_mask", "completion_mask_plain", "cross_check",
            "encode_prompts", "format_text", "frozen_copy", "grpo_config", "grpo_step",
-           "is_weights", "left_pad", "left_pad_plain", "logp_mismatch", "micro_batches",
+           "is_weights", "left_pad", "left_pad_plain", "logp_mismatch", "logprob_memory_table", "micro_batches",
            "micro_mean_weights", "micro_weights", "next_token_logprobs",
            "next_token_logprobs_plain", "offline", "old_logprobs", "prompt_messages",
-           "reference_logprobs", "run_trl", "sample", "save_local", "sequence_masked_is_plain",
+           "reference_logprobs", "run_trl", "sample", "save_local", "saved_logit_tensors",
+           "sequence_masked_is_plain", "stop_ids",
            "token_entropy", "token_entropy_plain", "token_logprobs", "token_logprobs_plain",
            "token_truncated_is_plain", "trl_reward_function", "warm_start", "weighted_advantages"]

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import torch
 
-from grpo_lab.numerics.validate import as_mask, check_choice, check_int, describe
+from grpo_lab.hf.checks import check_slices
+from grpo_lab.numerics.validate import as_mask, check_choice, check_int, check_real, describe
 
-__all__ = ["MICRO_WEIGHTS", "accumulate", "micro_batches", "micro_mean_weights",
-           "micro_weights"]
+__all__ = ["MICRO_WEIGHTS", "accumulate", "accumulate_math", "check_accumulate_arguments",
+           "micro_batches", "micro_mean_weights", "micro_weights", "micro_weights_math"]
 
 #: How each aggregation's normaliser splits over micro-batches: by tokens or by rows.
 MICRO_WEIGHTS = {"dapo": "tokens", "bnpo": "tokens", "grpo": "rows", "dr_grpo": "rows"}
@@ -58,7 +59,8 @@ def micro_weights(mask, slices, agg: str = "dapo") -> list[float]:
     Symbol      Shape     Meaning
     ==========  ========  ===========================================================
     mask        (N, T)    the completion mask of the *full* batch
-    slices      K slices  from :func:`micro_batches`; they must cover the N rows once
+    slices      K slices  from :func:`micro_batches`: contiguous ``slice(start, stop)``
+                          (``slice(2, None)`` reads to N) covering the N rows once
     agg         str       the loss's aggregation (``glt.grpo_loss(agg=...)``)
     return      K floats  the weights, summing to 1
     ==========  ========  ===========================================================
@@ -74,13 +76,18 @@ def micro_weights(mask, slices, agg: str = "dapo") -> list[float]:
     if m.dim() != 2:
         raise ValueError(f"mask: expected a 2-D completion mask (N, T), got {describe(m)}")
     agg = check_choice("agg", agg, tuple(MICRO_WEIGHTS))
-    _check_slices(slices, m.shape[0])
-    if MICRO_WEIGHTS[agg] == "rows":
-        return [(s.stop - s.start) / m.shape[0] for s in slices]
-    n = float(m.sum())
-    if n == 0:
+    slices = check_slices("slices", slices, m.shape[0])
+    if MICRO_WEIGHTS[agg] == "tokens" and not bool(m.any()):
         raise ValueError("mask: expected at least one completion token in the batch, got none")
-    return [float(m[s].sum()) / n for s in slices]
+    return micro_weights_math(m, slices, agg)
+
+
+def micro_weights_math(m, slices, agg):
+    """:func:`micro_weights` on a checked bool mask and contiguous slices covering its rows."""
+    if MICRO_WEIGHTS[agg] == "rows":
+        return [(s.stop - s.start) / m.shape[0] for s in slices]           # N_k / N
+    n = float(m.sum())
+    return [float(m[s].sum()) / n for s in slices]                          # n_k / n
 
 
 def micro_mean_weights(slices) -> list[float]:
@@ -90,20 +97,8 @@ def micro_mean_weights(slices) -> list[float]:
     >>> glh.micro_mean_weights(glh.micro_batches(4, 2))
     [0.5, 0.5]
     """
-    if not isinstance(slices, (list, tuple)) or not slices:
-        raise TypeError(f"slices: expected a non-empty list of slices, got {describe(slices)}")
+    slices = check_slices("slices", slices)
     return [1.0 / len(slices)] * len(slices)
-
-
-def _check_slices(slices, n_rows):
-    if not isinstance(slices, (list, tuple)) or not slices or \
-            not all(isinstance(s, slice) for s in slices):
-        raise TypeError(f"slices: expected a non-empty list of slices (micro_batches), got "
-                        f"{describe(slices)}")
-    rows = [i for s in slices for i in range(*s.indices(n_rows))]
-    if sorted(rows) != list(range(n_rows)):
-        raise ValueError(f"slices: expected micro-batches covering each of the {n_rows} rows "
-                         f"once, got {slices}")
 
 
 def accumulate(loss_of, slices, weights) -> float:
@@ -124,20 +119,36 @@ def accumulate(loss_of, slices, weights) -> float:
     Only one micro-batch's activations are alive at a time. Call ``optimizer.zero_grad()``
     before and ``optimizer.step()`` after; this function only fills ``.grad``.
     """
+    return accumulate_math(*check_accumulate_arguments(loss_of, slices, weights))
+
+
+def check_accumulate_arguments(loss_of, slices, weights):
+    """Validate :func:`accumulate`'s arguments: a callable, contiguous slices, one finite
+    weight >= 0 per slice (a NaN weight would turn every gradient into NaN)."""
     if not callable(loss_of):
         raise TypeError(f"loss_of: expected a callable rows -> 0-d loss tensor, got "
                         f"{describe(loss_of)}")
-    if not isinstance(slices, (list, tuple)) or not slices:
-        raise TypeError(f"slices: expected a non-empty list of slices, got {describe(slices)}")
-    if not isinstance(weights, (list, tuple)) or len(weights) != len(slices):
+    slices = check_slices("slices", slices)
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, (list, tuple)):
+        raise TypeError(f"weights: expected a list of one float per micro-batch, got "
+                        f"{describe(weights)}")
+    if len(weights) != len(slices):
         raise ValueError(f"weights: expected one weight per micro-batch ({len(slices)}), got "
                          f"{describe(weights)}")
+    return loss_of, slices, [check_real("weights", w, minimum=0.0) for w in weights]
+
+
+def accumulate_math(loss_of, slices, weights):
+    """:func:`accumulate` on checked arguments."""
     total = 0.0
     for rows, w in zip(slices, weights):
         loss = loss_of(rows)                                     # this micro-batch only
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             raise TypeError(f"loss_of: expected a 0-d tensor from loss_of({rows}), got "
                             f"{describe(loss)}")
+        if not bool(torch.isfinite(loss.detach())):
+            raise ValueError(f"loss_of: expected a finite loss, got {float(loss.detach())} from "
+                             f"loss_of({rows}); nothing was added to .grad for it")
         (w * loss).backward()                                    # .grad += w_k grad L_k
         total += w * float(loss.detach())
     return total

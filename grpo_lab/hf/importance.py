@@ -47,12 +47,13 @@ import math
 import torch
 
 from grpo_lab.core.surrogate import MAX_LOG_RATIO
-from grpo_lab.numerics.validate import (as_float_array, as_mask, check_choice, check_real,
-                                        check_shape, describe, working_dtype)
+from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_choice,
+                                        check_real, check_shape, describe, same_device,
+                                        working_dtype)
 
-__all__ = ["IS_MODES", "check_is_arguments", "is_weights", "masked_is", "sampler_log_ratio",
-           "sequence_log_ratio", "sequence_masked_is_plain", "token_truncated_is_plain",
-           "truncated_is", "weighted_advantages"]
+__all__ = ["IS_MODES", "check_is_arguments", "is_weights", "is_weights_math", "masked_is",
+           "sampler_log_ratio", "sequence_log_ratio", "sequence_masked_is_plain", "token_truncated_is_plain",
+           "truncated_is", "weighted_advantages", "weighted_advantages_math"]
 # sampler_log_ratio, sequence_log_ratio, truncated_is and masked_is are is_weights' four steps,
 # named so that its listing reads as the formulas; they take tensors is_weights has checked
 # (the door is is_weights, which validates once), so they are not on gl.hf.
@@ -77,6 +78,9 @@ def check_is_arguments(old_logp, sampler_logp, mask, mode, clip_min, clip_max):
     """Validate :func:`is_weights`' arguments; returns them with the mask as 0.0 / 1.0 in the
     working dtype. ``sampler_logp`` may hold NaN (a token the engine did not score)."""
     old, dtype = as_float_array("old_logp", old_logp, ndim=2, shape_doc=_SHAPE, backend="torch")
+    if bool((old > 0).any()):
+        raise ValueError(f"old_logp: expected log-probabilities (<= 0), got "
+                         f"{float(old.max())}")
     smp, _ = as_float_array("sampler_logp", sampler_logp, ndim=2, shape_doc=_SHAPE,
                             backend="torch", finite=False)
     check_shape("sampler_logp", smp, old.shape, " (the shape of old_logp)")
@@ -107,19 +111,20 @@ def sequence_log_ratio(log_ratio):
 
 
 def truncated_is(log_ratio, clip_min, clip_max):
-    r""":math:`\min(\max(e^{\delta}, C_{min}), C_{max})`, worked on :math:`\delta` so nothing
-    overflows: without ``clip_max`` the log-ratio is capped at MAX_LOG_RATIO (20) first."""
-    hi = MAX_LOG_RATIO if clip_max is None else math.log(clip_max)
-    lo = None if not clip_min else math.log(clip_min)
-    return torch.exp(log_ratio.clamp(min=lo, max=hi))                       # same shape
+    r""":math:`\min(\max(e^{\delta}, C_{min}), C_{max})`. The log-ratio is capped first so
+    nothing overflows (at log C_max, or at MAX_LOG_RATIO = 20 without ``clip_max``); the bounds
+    are then applied to the weight itself, since exp(log C) can round below C."""
+    hi = MAX_LOG_RATIO if clip_max is None else min(math.log(clip_max), MAX_LOG_RATIO)
+    w = torch.exp(log_ratio.clamp(max=hi))                                  # same shape
+    return w if clip_min is None and clip_max is None else w.clamp(min=clip_min, max=clip_max)
 
 
 def masked_is(log_ratio, clip_min, clip_max):
     r""":math:`e^{\delta}\,\mathbb 1[C_{min} \le e^{\delta} \le C_{max}]`: kept, or exactly 0."""
     w = torch.exp(log_ratio.clamp(max=MAX_LOG_RATIO))                       # e^20 < float32 max
     out = (w < clip_min) if clip_min is not None else torch.zeros_like(w, dtype=torch.bool)
-    if clip_max is not None:
-        out = out | (log_ratio > math.log(clip_max))
+    if clip_max is not None:                            # past the cap, w = e^20 is not the ratio
+        out = out | (w > clip_max) | (log_ratio > MAX_LOG_RATIO)
     return w.masked_fill(out, 0.0)
 
 
@@ -156,8 +161,13 @@ def is_weights(old_logp, sampler_logp, mask, *, mode: str = "sequence_mask",
     tensor([[2.],
             [0.]])
     """
-    old, smp, m, mode, lo, hi = check_is_arguments(old_logp, sampler_logp, mask, mode,
-                                                   clip_min, clip_max)
+    return is_weights_math(*check_is_arguments(old_logp, sampler_logp, mask, mode, clip_min,
+                                               clip_max))
+
+
+@torch.no_grad()
+def is_weights_math(old, smp, m, mode, lo, hi):
+    """:func:`is_weights` on checked arguments (``check_is_arguments``' output): four steps."""
     delta = sampler_log_ratio(old, smp, m)                                  # (N, T)
     if mode.startswith("sequence"):
         delta = sequence_log_ratio(delta)                                   # (N, 1)
@@ -180,15 +190,29 @@ def weighted_advantages(adv, weights) -> torch.Tensor:
     tensor([[ 3.,  1.],
             [-1., -0.]])
     """
-    a, _ = as_float_array("adv", adv, ndim=1, shape_doc=" of per-completion advantages (N,)",
-                          backend="torch")
-    w, _ = as_float_array("weights", weights, ndim=2, shape_doc=" (N, T) or (N, 1)",
-                          backend="torch")
+    a, w, dtype = check_weighted_arguments(adv, weights)
+    return weighted_advantages_math(a, w, dtype)
+
+
+def check_weighted_arguments(adv, weights):
+    """Validate :func:`weighted_advantages`' arguments; returns them and the result dtype."""
+    a, a_dtype = as_float_array("adv", adv, ndim=1, shape_doc=" of per-completion advantages "
+                                "(N,)", backend="torch")
+    w, w_dtype = as_float_array("weights", weights, ndim=2, shape_doc=" (N, T) or (N, 1)",
+                                backend="torch")
+    same_device("adv", a, weights=w)
     if w.shape[0] != a.shape[0]:
         raise ValueError(f"weights: expected {a.shape[0]} rows, one per advantage, got "
                          f"{describe(w)}")
     if bool((w < 0).any()):
         raise ValueError(f"weights: expected importance weights >= 0, got {float(w.min())}")
-    if w.shape[1] == 1:
-        return a * w[:, 0]                                                  # (N,) per sequence
-    return a[:, None] * w                                                   # (N, T) per token
+    return a, w, torch.promote_types(a_dtype, w_dtype)
+
+
+def weighted_advantages_math(a, w, dtype):
+    """:func:`weighted_advantages` on checked tensors: the product in float32 or wider, then
+    the inputs' dtype (a float16 product past 65504 is a ValueError, not inf)."""
+    work = working_dtype(dtype)
+    a, w = a.to(work), w.to(work)
+    out = a * w[:, 0] if w.shape[1] == 1 else a[:, None] * w                # (N,) or (N, T)
+    return cast_result("adv and weights", "A * w", out, dtype)

@@ -30,16 +30,16 @@ policy is trained with LoRA, the same network with its adapters disabled (TRL:
 from __future__ import annotations
 
 import torch
-from transformers import PreTrainedModel
-
 from grpo_lab.hf.batch import Completions
-from grpo_lab.hf.logprobs import completion_logprobs
-from grpo_lab.numerics.validate import as_float_array, as_mask, check_shape, describe
+from grpo_lab.hf.checks import check_ids, check_model, check_vocab
+from grpo_lab.hf.logprobs import completion_logprobs_math
+from grpo_lab.numerics.validate import as_float_array, as_mask, check_real, check_shape, describe
 
-__all__ = ["frozen_copy", "logp_mismatch", "old_logprobs", "reference_logprobs"]
+__all__ = ["batch_logprobs_math", "check_batch_arguments", "frozen_copy", "logp_mismatch",
+           "logp_mismatch_math", "old_logprobs", "reference_logprobs"]
 
 
-def frozen_copy(model) -> PreTrainedModel:
+def frozen_copy(model):
     """A frozen copy of ``model``: same class, config and weights, in eval mode, no gradients.
 
     Built as a new model from the config and loaded with the state dict (not ``deepcopy``,
@@ -55,19 +55,31 @@ def frozen_copy(model) -> PreTrainedModel:
     >>> torch.equal(w, w_ref), w is w_ref
     (True, False)
     """
-    if not isinstance(model, PreTrainedModel):
-        raise TypeError(f"model: expected a transformers PreTrainedModel, got {describe(model)}")
+    model = check_model("model", model)
     ref = type(model)(model.config)
     ref.load_state_dict(model.state_dict())
     ref.generation_config = model.generation_config
     return ref.to(model.device).eval().requires_grad_(False)
 
 
-def _check_batch(batch):
+def check_batch_arguments(model_name, model, batch, temperature):
+    """Validate :func:`old_logprobs` / :func:`reference_logprobs`' arguments: a model, the
+    Completions of :func:`grpo_lab.hf.sample` whose ids it can read, a temperature > 0."""
+    model = check_model(model_name, model)
     if not isinstance(batch, Completions):
         raise TypeError(f"batch: expected the Completions that gl.hf.sample returns, got "
                         f"{describe(batch)}")
-    return batch
+    ids = check_ids("batch", batch.input_ids)
+    check_vocab("batch", model, ids)
+    temperature = check_real("temperature", temperature, minimum=0.0, allow_equal=False)
+    return model, batch, temperature
+
+
+def batch_logprobs_math(model, batch, temperature):
+    """The completion's log-probs of a checked ``batch`` under ``model``, (N, T), no grad."""
+    with torch.no_grad():
+        return completion_logprobs_math(model, batch.input_ids, batch.attention_mask,
+                                        batch.completion_ids.shape[1], temperature)
 
 
 @torch.no_grad()
@@ -84,9 +96,7 @@ def old_logprobs(model, batch, *, temperature: float = 1.0) -> torch.Tensor:
     >>> old.shape, old.requires_grad
     (torch.Size([2, 4]), False)
     """
-    b = _check_batch(batch)
-    return completion_logprobs(model, b.input_ids, b.attention_mask,
-                               b.completion_ids.shape[1], temperature=temperature)
+    return batch_logprobs_math(*check_batch_arguments("model", model, batch, temperature))
 
 
 @torch.no_grad()
@@ -96,9 +106,8 @@ def reference_logprobs(ref_model, batch, *, temperature: float = 1.0) -> torch.T
     The same forward pass as :func:`old_logprobs`, on the reference model; TRL divides its
     logits by the sampling temperature too.
     """
-    b = _check_batch(batch)
-    return completion_logprobs(ref_model, b.input_ids, b.attention_mask,
-                               b.completion_ids.shape[1], temperature=temperature)
+    return batch_logprobs_math(*check_batch_arguments("ref_model", ref_model, batch,
+                                                      temperature))
 
 
 def logp_mismatch(old_logp, sampler_logp, mask) -> dict:
@@ -121,5 +130,10 @@ def logp_mismatch(old_logp, sampler_logp, mask) -> dict:
     m = as_mask("mask", mask, tuple(old.shape), " (the shape of old_logp)", backend="torch")
     if not bool(m.any()):
         raise ValueError("mask: expected at least one completion token, got none")
+    return logp_mismatch_math(old, smp, m)
+
+
+def logp_mismatch_math(old, smp, m):
+    """:func:`logp_mismatch` on checked tensors and a bool mask with a True."""
     gap = (old.detach().double() - smp.detach().double()).abs()[m]           # valid tokens
     return {"mean": float(gap.mean()), "max": float(gap.max())}

@@ -35,17 +35,23 @@ import torch
 
 from grpo_lab import torch as glt
 from grpo_lab.core.surrogate import check_clip_range
-from grpo_lab.hf.accumulate import accumulate, micro_batches, micro_weights
-from grpo_lab.hf.batch import Completions, encode_prompts, sample
-from grpo_lab.hf.importance import IS_MODES, is_weights, weighted_advantages
-from grpo_lab.hf.logprobs import completion_logprobs
-from grpo_lab.hf.reference import logp_mismatch, old_logprobs, reference_logprobs
+from grpo_lab.hf.accumulate import accumulate_math, micro_batches, micro_weights_math
+from grpo_lab.hf.batch import Completions, encode_prompts_math, sample_math
+from grpo_lab.hf.checks import (check_eos, check_model, check_tokenizer, is_integer,
+                                vocab_size)
+from grpo_lab.hf.importance import IS_MODES, is_weights_math, weighted_advantages_math
+from grpo_lab.hf.logprobs import completion_logits, token_entropy_math, token_logprobs_math
+from grpo_lab.hf.reference import batch_logprobs_math, logp_mismatch_math
 from grpo_lab.hf.reward import FORMAT_WEIGHT, addition_rewards
-from grpo_lab.hf.tokenizer import prompt_messages
+from grpo_lab.hf.tokenizer import check_prompt_arguments, prompt_messages
 from grpo_lab.numerics.validate import check_choice, check_int, check_real, describe
 from grpo_lab.production.presets import PRESETS
 
-__all__ = ["StepConfig", "StepOutput", "grpo_step"]
+__all__ = ["ADVANTAGE_KEYS", "StepConfig", "StepOutput", "check_step_arguments", "grpo_step",
+           "grpo_step_math"]
+
+#: The options of ``glt.group_advantages`` a StepConfig's ``advantages`` may set.
+ADVANTAGE_KEYS = ("eps", "scale", "ddof", "baseline")
 
 
 @dataclass
@@ -94,8 +100,23 @@ class StepConfig:
         if not isinstance(self.advantages, dict):
             raise TypeError(f"advantages: expected a dict of group_advantages options, got "
                             f"{describe(self.advantages)}")
+        unknown = sorted(set(map(str, self.advantages)) - set(ADVANTAGE_KEYS))
+        if unknown:
+            raise ValueError(f"advantages: expected keys among {', '.join(ADVANTAGE_KEYS)} "
+                             f"(glt.group_advantages' options), got {unknown[0]!r}")
+        try:                                      # the values, by group_advantages' own checks
+            glt.group_advantages(torch.tensor([[0.0, 1.0]]), **self.advantages)
+        except (TypeError, ValueError) as err:
+            raise type(err)(f"advantages: expected valid group_advantages options, got "
+                            f"{self.advantages} ({err})") from None
         if self.is_mode is not None:
             check_choice("is_mode", self.is_mode, IS_MODES)
+        lo = None if self.is_clip_min is None else check_real("is_clip_min", self.is_clip_min,
+                                                               minimum=0.0)
+        hi = None if self.is_clip_max is None else check_real("is_clip_max", self.is_clip_max,
+                                                               minimum=0.0, allow_equal=False)
+        if lo is not None and hi is not None and lo >= hi:
+            raise ValueError(f"is_clip_min: expected a bound below is_clip_max = {hi}, got {lo}")
         return self
 
     @classmethod
@@ -155,80 +176,152 @@ def grpo_step(model, optimizer, tokenizer, terms, config: StepConfig, *, ref_mod
     ``completions/mean_length``, ``completions/clipped_ratio`` (share truncated), ``entropy``,
     ``kl``, ``clip_ratio/low_mean``, ``clip_ratio/high_mean``, ``clip_ratio/region_mean``,
     ``loss``, ``grad_norm``; with ``old_logp`` computed, also
-    ``sampling/sampling_logp_difference/mean`` and ``/max``.
+    ``sampling/sampling_logp_difference/mean`` and ``/max``. With ``num_iterations`` mu > 1
+    the step makes mu optimizer updates on one batch, and the loss, KL, clip, entropy and
+    gradient metrics describe the last of them (TRL logs each update as its own step; the
+    first is the on-policy one, ratio 1). The entropy is computed under ``no_grad``: a
+    metric keeps nothing for the backward pass.
+
+    Its stages are named calls, read top to bottom: :func:`sample_group` (prompts and
+    sampling), :func:`score_group` (rewards and advantages), :func:`step_logprobs` (old_logp,
+    ref_logp, the IS weight), :func:`update` (mu updates over micro-batches).
     """
+    return grpo_step_math(*check_step_arguments(model, optimizer, tokenizer, terms, config,
+                                                ref_model, seed))
+
+
+def check_step_arguments(model, optimizer, tokenizer, terms, config, ref_model, seed):
+    """Validate :func:`grpo_step`'s arguments, every one before any sampling."""
     if not isinstance(config, StepConfig):
         raise TypeError(f"config: expected a gl.hf.StepConfig, got {describe(config)}")
     cfg = config.validate()
-    if not isinstance(terms, (list, tuple)) or not terms:
-        raise TypeError(f"terms: expected a non-empty list of prompts' terms, got "
-                        f"{describe(terms)}")
-    if cfg.beta > 0 and ref_model is None:
-        raise ValueError(f"ref_model: expected the frozen reference (gl.hf.frozen_copy) for "
-                         f"beta = {cfg.beta}, got None")
+    model = check_model("model", model)
+    gen = model.generation_config
+    check_eos("model.generation_config.eos_token_id", gen.eos_token_id)
+    if not is_integer(gen.pad_token_id):
+        raise ValueError(f"model: expected a generation config with a pad_token_id "
+                         f"(gl.hf.build_model sets it), got {gen.pad_token_id!r}")
     if not hasattr(optimizer, "step") or not hasattr(optimizer, "zero_grad"):
         raise TypeError(f"optimizer: expected a torch optimizer, got {describe(optimizer)}")
-    B, G, tau = len(terms), cfg.group_size, cfg.temperature
-    # 1-2: prompts, sampling (eval mode: the sampler is not the training forward)
-    ids, pmask = encode_prompts(tokenizer, [prompt_messages(t) for t in terms], repeat=G)
-    ids, pmask = ids.to(model.device), pmask.to(model.device)                # (N, P)
+    tokenizer = check_tokenizer("tokenizer", tokenizer, chat=True)
+    if len(tokenizer) > vocab_size(model):
+        raise ValueError(f"tokenizer: expected at most the model's {vocab_size(model)} pieces "
+                         f"(its embedding's rows), got {len(tokenizer)}")
+    if isinstance(terms, (str, bytes)) or not isinstance(terms, (list, tuple)) or not terms:
+        raise TypeError(f"terms: expected a non-empty list of prompts' terms, got "
+                        f"{describe(terms)}")
+    terms = [check_prompt_arguments(t, None)[0] for t in terms]
+    if cfg.beta > 0:
+        if ref_model is None:
+            raise ValueError(f"ref_model: expected the frozen reference (gl.hf.frozen_copy) for "
+                             f"beta = {cfg.beta}, got None")
+        ref_model = check_model("ref_model", ref_model)
+        if vocab_size(ref_model) != vocab_size(model) or ref_model.device != model.device:
+            raise ValueError(f"ref_model: expected the policy's vocabulary ({vocab_size(model)}) "
+                             f"and device ({model.device}), got {vocab_size(ref_model)} on "
+                             f"{ref_model.device}")
+    seed = None if seed is None else check_int("seed", seed, minimum=0)
+    return model, optimizer, tokenizer, terms, cfg, ref_model, seed
+
+
+def grpo_step_math(model, optimizer, tokenizer, terms, cfg, ref_model, seed) -> StepOutput:
+    """:func:`grpo_step` on checked arguments: the five stages."""
+    batch = sample_group(model, tokenizer, terms, cfg, seed)                   # 1-2
+    rewards, adv = score_group(tokenizer, batch, terms, cfg)                   # 3: (B, G), (N,)
+    old, ref, a = step_logprobs(model, ref_model, batch, adv, cfg)             # 4
+    last = update(model, optimizer, batch, old, ref, a, cfg)                   # 5
+    return StepOutput(step_metrics(rewards, batch, last, old), batch, rewards, adv)
+
+
+def sample_group(model, tokenizer, terms, cfg, seed) -> Completions:
+    """Stages 1-2: each prompt through the chat template G times, padded left, sampled in eval
+    mode (the sampler is not the training forward) with the model's stop ids."""
+    prompts = [prompt_messages(t) for t in terms]
+    ids, pmask = encode_prompts_math(tokenizer, prompts, cfg.group_size)      # (N, P)
+    gen = model.generation_config
     model.eval()
-    batch = sample(model, ids, pmask, max_new_tokens=cfg.max_new_tokens, temperature=tau,
-                   seed=seed)
-    mask = batch.completion_mask                                              # (N, T)
-    # 3: rewards and advantages, the book's group_advantages
+    return sample_math(model, ids.to(model.device), pmask.to(model.device), cfg.max_new_tokens,
+                       cfg.temperature, seed, check_eos("eos", gen.eos_token_id),
+                       int(gen.pad_token_id))
+
+
+def score_group(tokenizer, batch, terms, cfg):
+    """Stage 3: chapter 5's reward of each decoded completion, (B, G), and the book's
+    ``glt.group_advantages`` of each group, (N,)."""
+    B, G = len(terms), cfg.group_size
     texts = tokenizer.batch_decode(batch.completion_ids, skip_special_tokens=True)
     answers = [sum(t) for t in terms for _ in range(G)]                       # (N,)
     rewards = torch.tensor(addition_rewards(texts, answers, format_weight=cfg.format_weight),
-                           dtype=torch.float32, device=model.device).view(B, G)   # (B, G)
-    adv = glt.group_advantages(rewards, **cfg.advantages).reshape(-1)         # (N,)
-    # 4: old_logp only when it differs from logp.detach(), ref_logp only with a KL term
+                           dtype=torch.float32, device=batch.completion_ids.device).view(B, G)
+    return rewards, glt.group_advantages(rewards, **cfg.advantages).reshape(-1)
+
+
+def step_logprobs(model, ref_model, batch, adv, cfg):
+    """Stage 4: ``old_logp`` only when it differs from ``logp.detach()`` (several updates, or
+    an IS correction), ``ref_logp`` only with a KL term, and the advantages times the IS
+    weight if any: ``(old, ref, a)``."""
+    tau, mask = cfg.temperature, batch.completion_mask
     old = None
     if cfg.num_iterations > 1 or cfg.is_mode is not None:
-        old = old_logprobs(model, batch, temperature=tau)                     # (N, T)
-    ref = reference_logprobs(ref_model, batch, temperature=tau) if cfg.beta > 0 else None
+        old = batch_logprobs_math(model, batch, tau)                          # (N, T)
+    ref = batch_logprobs_math(ref_model, batch, tau) if cfg.beta > 0 else None
     a = adv
     if cfg.is_mode is not None:
-        w = is_weights(old, batch.sampler_logp, mask, mode=cfg.is_mode,
-                       clip_min=cfg.is_clip_min, clip_max=cfg.is_clip_max)
-        a = weighted_advantages(adv, w)                                       # (N, T) or (N,)  
-    # 5: updates, each accumulated over micro-batches with the global normaliser
+        w = is_weights_math(old, batch.sampler_logp.to(old.dtype), mask.to(old.dtype),
+                            cfg.is_mode, cfg.is_clip_min, cfg.is_clip_max)
+        a = weighted_advantages_math(adv, w, adv.dtype)                       # (N, T) or (N,)
+    return old, ref, a
+
+
+def micro_loss(model, batch, rows, old, ref, a, cfg):
+    """One micro-batch's ``glt.grpo_loss`` (with grad), its diagnostics, and its entropy sum
+    (under ``no_grad``: a metric)."""
+    mask, T = batch.completion_mask[rows], batch.completion_ids.shape[1]
+    x, m = batch.input_ids[rows], batch.attention_mask[rows]
+    logits = completion_logits(model, x, m, T)                                # (n, T, V)
+    logp = token_logprobs_math(logits, x[:, -T:], cfg.temperature)           # (n, T)
+    logp = torch.where(m[:, -T:].bool(), logp, torch.zeros_like(logp))        # 0 after EOS
+    loss, diag = glt.grpo_loss(
+        logp, logp.detach() if old is None else old[rows], None if ref is None else ref[rows],
+        a[rows], mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta, kl=cfg.kl,
+        agg=cfg.agg, kl_bias_correction=cfg.kl_bias_correction)
+    with torch.no_grad():
+        entropy = float((token_entropy_math(logits.detach(), cfg.temperature) * mask).sum())
+    return loss, diag, entropy
+
+
+def update(model, optimizer, batch, old, ref, a, cfg) -> dict:
+    """Stage 5: ``num_iterations`` optimizer updates, each accumulated over micro-batches with
+    the global normaliser, clipped, stepped. Returns the last update's numbers."""
+    mask = batch.completion_mask
     slices = micro_batches(mask.shape[0], cfg.micro_size or mask.shape[0])
-    weights = micro_weights(mask, slices, cfg.agg)
+    weights = micro_weights_math(mask.bool(), slices, cfg.agg)
     params = [p for p in model.parameters() if p.requires_grad]
-    T = batch.completion_ids.shape[1]
     model.train()
     for _ in range(cfg.num_iterations):
-        diags, entropies = [], []
+        parts = []                                   # (diag, entropy sum, tokens) per micro-batch
 
         def loss_of(rows):
-            logp, h = completion_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows],
-                                          T, temperature=tau, entropy=True)   # (n, T) each
-            loss, diag = glt.grpo_loss(
-                logp, logp.detach() if old is None else old[rows],
-                None if ref is None else ref[rows], a[rows], mask[rows], eps_low=cfg.eps_low,
-                eps_high=cfg.eps_high, beta=cfg.beta, kl=cfg.kl, agg=cfg.agg,
-                kl_bias_correction=cfg.kl_bias_correction)
-            diags.append((diag, float(mask[rows].sum())))
-            entropies.append(float((h.detach() * mask[rows]).sum()))
+            loss, diag, entropy = micro_loss(model, batch, rows, old, ref, a, cfg)
+            parts.append((diag, entropy, float(mask[rows].sum())))
             return loss
 
         optimizer.zero_grad()
-        loss = accumulate(loss_of, slices, weights)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm if cfg.max_grad_norm
-                                                   else float("inf"))
+        loss = accumulate_math(loss_of, slices, weights)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm or float("inf"))
         optimizer.step()
     model.eval()
-    return StepOutput(_metrics(rewards, batch, diags, entropies, loss, grad_norm, old), batch,
-                      rewards, adv)
+    return {"parts": parts, "loss": loss, "grad_norm": float(grad_norm)}
 
 
-def _metrics(rewards, batch, diags, entropies, loss, grad_norm, old):
-    """The last update's numbers, token means over the whole batch (TRL's global_masked_mean)."""
-    n = sum(count for _, count in diags)
+def step_metrics(rewards, batch, last, old) -> dict:
+    """The metrics of :func:`grpo_step`: of the batch (rewards, lengths), and of the last
+    update (token means over the whole batch, TRL's global_masked_mean)."""
+    parts = last["parts"]
+    n = sum(count for _, _, count in parts)
 
     def mean(key):
-        vals = [(d[key], c) for d, c in diags if d[key] is not None]
+        vals = [(d[key], c) for d, _, c in parts if d[key] is not None]
         return sum(v * c for v, c in vals) / n if vals else 0.0
 
     std = rewards.std(dim=1).cpu()                                             # (B,) Bessel
@@ -238,16 +331,16 @@ def _metrics(rewards, batch, diags, entropies, loss, grad_norm, old):
         "frac_reward_zero_std": float(np.mean(np.isclose(std.numpy(), 0.0))),
         "completions/mean_length": float(batch.completion_mask.sum(dim=1).float().mean()),
         "completions/clipped_ratio": float(batch.truncated.float().mean()),
-        "entropy": sum(entropies) / n,
+        "entropy": sum(h for _, h, _ in parts) / n,
         "kl": mean("mean_kl"),
         "clip_ratio/low_mean": mean("clip_frac_low"),
         "clip_ratio/high_mean": mean("clip_frac_high"),
         "clip_ratio/region_mean": mean("clip_frac"),
-        "loss": loss,
-        "grad_norm": float(grad_norm),
+        "loss": last["loss"],
+        "grad_norm": last["grad_norm"],
     }
     if old is not None:
-        gap = logp_mismatch(old, batch.sampler_logp, batch.completion_mask)
+        gap = logp_mismatch_math(old, batch.sampler_logp, batch.completion_mask.bool())
         out["sampling/sampling_logp_difference/mean"] = gap["mean"]
         out["sampling/sampling_logp_difference/max"] = gap["max"]
     return out

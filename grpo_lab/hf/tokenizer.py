@@ -25,14 +25,19 @@ from __future__ import annotations
 
 import string
 
+from jinja2 import TemplateSyntaxError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from grpo_lab.numerics.validate import describe
+from grpo_lab.numerics.validate import check_int, describe
+from grpo_lab.hf.checks import is_integer
 from grpo_lab.rl.parsing import ANSWER, THINK
 
-__all__ = ["CHAT_TEMPLATE", "EOS", "EOS_TOKEN", "PAD", "PAD_TOKEN", "R1_ZERO_SYSTEM", "VOCAB",
-           "build_tokenizer", "prompt_messages"]
+__all__ = ["CHAT_TEMPLATE", "EOS", "EOS_TOKEN", "PAD", "PAD_TOKEN", "R1_ZERO_SYSTEM",
+           "STOP_TOKENS", "VOCAB", "stop_ids",
+           "build_tokenizer", "check_chat_template", "check_prompt_arguments",
+           "check_tokenizer_arguments", "prompt_messages"]
 
 PAD_TOKEN, EOS_TOKEN = "<pad>", "<eos>"
 #: The pieces: padding, end of sequence, the four tags, then every printable ASCII character
@@ -65,6 +70,33 @@ CHAT_TEMPLATE = (
 _PIECE = Regex("|".join(THINK + ANSWER) + r"|[\s\S]")
 
 
+def check_chat_template(name: str, template) -> str:
+    """A Jinja chat template that compiles and renders a user message, as transformers will
+    render it (its sandbox, ``trim_blocks`` and ``lstrip_blocks``): a broken template is
+    refused here, by name, not at the first ``apply_chat_template``."""
+    if not isinstance(template, str) or not template:
+        raise TypeError(f"{name}: expected a non-empty Jinja str, got {describe(template)}")
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"])
+    try:
+        env.from_string(template).render(
+            messages=[{"role": "user", "content": "1+2="}], add_generation_prompt=True,
+            bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    except TemplateSyntaxError as err:
+        raise ValueError(f"{name}: expected a Jinja template that compiles, got a syntax error "
+                         f"at line {err.lineno}: {err.message}") from None
+    except Exception as err:                        # Jinja's UndefinedError, a raise_exception
+        raise ValueError(f"{name}: expected a Jinja template that renders a user message, got "
+                         f"{type(err).__name__}: {err}") from None
+    return template
+
+
+def check_tokenizer_arguments(chat_template, model_max_length):
+    """Validate :func:`build_tokenizer`'s arguments."""
+    return (check_chat_template("chat_template", chat_template),
+            check_int("model_max_length", model_max_length, minimum=2))
+
+
 def build_tokenizer(*, chat_template: str = CHAT_TEMPLATE,
                     model_max_length: int = 512) -> PreTrainedTokenizerFast:
     """The task's tokenizer: :data:`VOCAB` as a ``WordLevel`` model, left padding, a chat template.
@@ -93,13 +125,7 @@ def build_tokenizer(*, chat_template: str = CHAT_TEMPLATE,
     >>> tok(["1+2=", "10+20="], padding=True)["attention_mask"]    # padded on the left
     [[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]
     """
-    if not isinstance(chat_template, str) or not chat_template:
-        raise TypeError(f"chat_template: expected a non-empty Jinja str, got "
-                        f"{describe(chat_template)}")
-    if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) \
-            or model_max_length < 2:
-        raise ValueError(f"model_max_length: expected an integer >= 2, got "
-                         f"{describe(model_max_length)}")
+    chat_template, model_max_length = check_tokenizer_arguments(chat_template, model_max_length)
     core = Tokenizer(models.WordLevel({s: i for i, s in enumerate(VOCAB)}, unk_token=None))
     core.pre_tokenizer = pre_tokenizers.Split(_PIECE, behavior="isolated")
     core.decoder = decoders.Fuse()
@@ -107,6 +133,40 @@ def build_tokenizer(*, chat_template: str = CHAT_TEMPLATE,
                                    eos_token=EOS_TOKEN, padding_side="left",
                                    chat_template=chat_template,
                                    model_max_length=model_max_length)
+
+
+#: The tokens that end a completion when the vocabulary has them: Qwen2.5-Instruct's
+#: generation config lists ``<|im_end|>`` (end of a turn) and ``<|endoftext|>``.
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+
+
+def stop_ids(tokenizer) -> tuple[int, ...]:
+    """The ids a completion stops at: the tokenizer's EOS, then any of :data:`STOP_TOKENS` in
+    its vocabulary (TRL 1.16.0 does the same: the generation config's list, with the
+    tokenizer's EOS put first when missing; ``trl/trainer/grpo_trainer.py:409-416``).
+
+    >>> import grpo_lab.hf as glh
+    >>> glh.stop_ids(glh.build_tokenizer())
+    (1,)
+    """
+    vocab = tokenizer.get_vocab()
+    ids = [tokenizer.eos_token_id] + [vocab[t] for t in STOP_TOKENS if t in vocab]
+    return tuple(dict.fromkeys(i for i in ids if i is not None))
+
+
+def check_prompt_arguments(terms, system):
+    """Validate :func:`prompt_messages`' arguments: ``terms`` as a tuple of Python ints."""
+    if isinstance(terms, (str, bytes)) or not hasattr(terms, "__iter__") \
+            or not hasattr(terms, "__len__"):
+        raise TypeError(f"terms: expected a sequence of integers such as (2, 4, 1, 3), got "
+                        f"{describe(terms)}")
+    terms = tuple(terms)
+    if not terms or not all(is_integer(t) and t >= 0 for t in terms):
+        raise ValueError(f"terms: expected non-negative integers such as (2, 4, 1, 3), got "
+                         f"{terms!r}")
+    if system is not None and not isinstance(system, str):
+        raise TypeError(f"system: expected a str or None, got {describe(system)}")
+    return tuple(int(t) for t in terms), system
 
 
 def prompt_messages(terms, *, system: str | None = None) -> list[dict]:
@@ -118,15 +178,6 @@ def prompt_messages(terms, *, system: str | None = None) -> list[dict]:
     >>> prompt_messages((2, 4, 1, 3))
     [{'role': 'user', 'content': '2+4+1+3='}]
     """
-    if isinstance(terms, (str, bytes)) or not hasattr(terms, "__iter__"):
-        raise TypeError(f"terms: expected a sequence of integers such as (2, 4, 1, 3), got "
-                        f"{describe(terms)}")
-    terms = tuple(terms)
-    if not terms or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
-                            for t in terms):
-        raise ValueError(f"terms: expected non-negative integers such as (2, 4, 1, 3), got "
-                         f"{terms!r}")
-    if system is not None and not isinstance(system, str):
-        raise TypeError(f"system: expected a str or None, got {describe(system)}")
+    terms, system = check_prompt_arguments(terms, system)
     user = {"role": "user", "content": "+".join(str(t) for t in terms) + "="}
     return ([{"role": "system", "content": system}] if system else []) + [user]

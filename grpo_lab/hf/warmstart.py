@@ -22,14 +22,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from grpo_lab.hf.batch import encode_prompts, left_pad
-from grpo_lab.hf.logprobs import completion_logprobs
+from grpo_lab.hf.batch import encode_prompts_math, left_pad_math
+from grpo_lab.hf.checks import check_model, check_tokenizer, is_integer, vocab_size
+from grpo_lab.hf.logprobs import completion_logprobs_math
 from grpo_lab.hf.tokenizer import prompt_messages
 from grpo_lab.numerics.validate import check_choice, check_int, check_real, describe
 from grpo_lab.rl.parsing import ANSWER, THINK
 from grpo_lab.rl.task import AdditionTask
 
-__all__ = ["ANSWER_KINDS", "format_text", "warm_start"]
+__all__ = ["ANSWER_KINDS", "check_warm_start_arguments", "format_text", "format_text_math",
+           "warm_start"]
 
 ANSWER_KINDS = ("random", "correct")
 
@@ -41,12 +43,36 @@ def format_text(answer) -> str:
     >>> glh.format_text(12)
     '<think></think><answer>12</answer>'
     """
+    if not is_integer(answer):
+        raise TypeError(f"answer: expected an integer (the sum the answer states), got "
+                        f"{describe(answer)}")
+    return format_text_math(int(answer))
+
+
+def format_text_math(answer: int) -> str:
+    """:func:`format_text` of a checked integer."""
     return f"{THINK[0]}{THINK[1]}{ANSWER[0]}{answer}{ANSWER[1]}"
 
 
 def _right_pad(rows, pad_id):
-    ids, mask = left_pad([r[::-1] for r in rows], pad_id)               # pad left, reversed
+    ids, mask = left_pad_math([r[::-1] for r in rows], pad_id)          # pad left, reversed
     return ids.flip(1), mask.flip(1)                                     # = padded on the right
+
+
+def check_warm_start_arguments(model, tokenizer, task, steps, batch_size, lr, answers, seed):
+    """Validate :func:`warm_start`'s arguments: the tokenizer's ids must be rows of the
+    model's embedding, and the task's prompts and answers text the tokenizer encodes."""
+    model = check_model("model", model)
+    tokenizer = check_tokenizer("tokenizer", tokenizer, chat=True)
+    if len(tokenizer) > vocab_size(model):
+        raise ValueError(f"tokenizer: expected at most the model's {vocab_size(model)} pieces "
+                         f"(its embedding's rows), got {len(tokenizer)}")
+    if not isinstance(task, AdditionTask):
+        raise TypeError(f"task: expected a grpo_lab.task.AdditionTask, got {describe(task)}")
+    return (model, tokenizer, task, check_int("steps", steps, minimum=0),
+            check_int("batch_size", batch_size, minimum=1),
+            check_real("lr", lr, minimum=0.0, allow_equal=False),
+            check_choice("answers", answers, ANSWER_KINDS), check_int("seed", seed, minimum=0))
 
 
 def warm_start(model, tokenizer, task, *, steps: int = 60, batch_size: int = 64,
@@ -65,13 +91,9 @@ def warm_start(model, tokenizer, task, *, steps: int = 60, batch_size: int = 64,
     seed        int    the prompts, the answers and nothing else
     ==========  =====  ================================================================
     """
-    if not isinstance(task, AdditionTask):
-        raise TypeError(f"task: expected a grpo_lab.task.AdditionTask, got {describe(task)}")
-    steps = check_int("steps", steps, minimum=0)
-    batch_size = check_int("batch_size", batch_size, minimum=1)
-    lr = check_real("lr", lr, minimum=0.0, allow_equal=False)
-    answers = check_choice("answers", answers, ANSWER_KINDS)
-    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    model, tokenizer, task, steps, batch_size, lr, answers, seed = check_warm_start_arguments(
+        model, tokenizer, task, steps, batch_size, lr, answers, seed)
+    rng = np.random.default_rng(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     losses = []
@@ -79,15 +101,16 @@ def warm_start(model, tokenizer, task, *, steps: int = 60, batch_size: int = 64,
         terms = task.batch(batch_size, rng)
         targets = [task.answer(t) if answers == "correct"
                    else int(rng.integers(0, task.max_answer + 1)) for t in terms]
-        prompt_ids, prompt_mask = encode_prompts(tokenizer, [prompt_messages(t) for t in terms])
-        rows = [tokenizer(format_text(a), add_special_tokens=False)["input_ids"]
+        prompts = [prompt_messages(t) for t in terms]
+        prompt_ids, prompt_mask = encode_prompts_math(tokenizer, prompts, 1)        # (B, P)
+        rows = [tokenizer(format_text_math(int(a)), add_special_tokens=False)["input_ids"]
                 + [tokenizer.eos_token_id] for a in targets]
         completion_ids, completion_mask = _right_pad(rows, tokenizer.pad_token_id)  # (B, T)
         prompt_ids, prompt_mask, completion_ids, completion_mask = (
             t.to(model.device) for t in (prompt_ids, prompt_mask, completion_ids, completion_mask))
-        logp = completion_logprobs(model, torch.cat([prompt_ids, completion_ids], 1),
-                                   torch.cat([prompt_mask, completion_mask], 1),
-                                   completion_ids.shape[1])                          # (B, T)
+        logp = completion_logprobs_math(model, torch.cat([prompt_ids, completion_ids], 1),
+                                        torch.cat([prompt_mask, completion_mask], 1),
+                                        completion_ids.shape[1], 1.0)               # (B, T)
         loss = -(logp * completion_mask).sum() / completion_mask.sum()              # NLL
         optimizer.zero_grad()
         loss.backward()
