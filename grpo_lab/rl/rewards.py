@@ -152,10 +152,12 @@ def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
     r"""1.0 for ``<think>...</think><answer>...</answer>`` (whitespace around and between), else 0.0.
 
     The R1 format, checked strictly: each of the four tags exactly once, in that order,
-    nothing but whitespace outside them, and a non-empty answer (invisible characters such as a
-    zero-width space count as whitespace: :func:`blank`). Nested or repeated tags, text after
-    ``</answer>`` and over-long completions give 0.0. The thinking may be empty:
-    the tiny policy of chapter 6 has little to think about.
+    nothing but whitespace (``str.isspace``) outside them, and a non-empty answer. Outside the
+    tags an invisible character (a byte-order mark before ``<think>``, a zero-width space
+    between the blocks) is not whitespace but text the policy wrote, so it gives 0.0; inside
+    the answer, an answer of only invisible characters is empty (:func:`is_blank`). Nested or
+    repeated tags, text after ``</answer>`` and over-long completions give 0.0. The thinking
+    may be empty: the tiny policy of chapter 6 has little to think about.
 
     >>> import grpo_lab as gl
     >>> gl.format_reward("<think>7+5</think>\n<answer>12</answer>")
@@ -168,7 +170,7 @@ def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
     max_chars = check_completion(completion, max_chars)
     if len(completion) > max_chars:
         return 0.0
-    text = strip_blank(completion)
+    text = completion.strip()                                    # whitespace, not U+FEFF
     if any(text.count(tag) != 1 for tag in TAGS):
         return 0.0
     positions = [text.find(tag) for tag in TAGS]                 # think, /think, answer, /answer
@@ -178,7 +180,7 @@ def format_reward(completion: str, *, max_chars: int = MAX_CHARS) -> float:
         return 0.0
     between = text[positions[1] + len(THINK[1]):positions[2]]
     answer = text[positions[2] + len(ANSWER[0]):positions[3]]
-    return float(is_blank(between) and not is_blank(answer))
+    return float(between.strip() == "" and not is_blank(answer))   # U+200B between: text
 
 
 def check_contains_arguments(completion, answer, max_chars):

@@ -333,10 +333,23 @@ def test_an_answer_of_invisible_or_space_characters_is_empty(blank):
 
 
 @pytest.mark.parametrize("blank", INVISIBLE, ids=lambda s: f"U+{ord(s):04X}")
-def test_invisible_characters_outside_the_tags_are_whitespace_as_chapter_5_says(blank):
-    assert gl.format_reward(f"{blank}<think>x</think>{blank}<answer>12</answer>{blank}") == 1.0
+def test_invisible_characters_outside_the_tags_are_text_not_whitespace(blank):
+    """Issue 37's regression: a byte-order mark before <think> and a zero-width space between
+    the blocks scored 1.0 once outside the tags blank meant Cf too; refused again, as before
+    (Python's str.strip() and the chapter's "only whitespace outside them")."""
+    assert gl.format_reward(f"{blank}<think>x</think><answer>12</answer>") == 0.0    # before
+    assert gl.format_reward(f"<think>x</think>{blank}<answer>12</answer>") == 0.0    # between
+    assert gl.format_reward(f"<think>x</think><answer>12</answer>{blank}") == 0.0    # after
+    assert gl.format_reward(f"<think>x</think>{blank}so<answer>12</answer>") == 0.0  # text
     assert gl.format_reward(good(12, think=blank)) == 1.0           # the thinking may be empty
-    assert gl.format_reward(f"<think>x</think>{blank}so<answer>12</answer>") == 0.0   # text
+    assert gl.format_reward(good(f"{blank}12")) == 1.0              # inside the answer: fine
+
+
+def test_the_two_cases_of_the_probe_and_their_whitespace_twins():
+    assert gl.format_reward("\ufeff<think>7+5</think><answer>12</answer>") == 0.0
+    assert gl.format_reward("<think>7+5</think>\u200b<answer>12</answer>") == 0.0
+    assert gl.format_reward(" \n<think>7+5</think>\n\t<answer>12</answer>\n") == 1.0
+    assert gl.format_reward("\u3000<think>7+5</think>\xa0<answer>12</answer>") == 1.0  # spaces
 
 
 @given(st.text(max_size=30))
