@@ -26,10 +26,12 @@ cause id               what the rule reads
 ``reward-hacking``     one rewards/<name>/mean rising while another falls
 =====================  ==============================================================
 
-verl's names: verl logs ``critic/score/mean``, ``response_length/mean``,
-``response_length/clip_ratio``, ``actor/entropy``, ``actor/ppo_kl``, ``actor/pg_clipfrac``,
-``actor/grad_norm`` and ``actor/pg_loss`` (chapter 6c's dashboard guide cites where); the
-doctor reads TRL's names only, and :data:`VERL_NAMES` maps verl's onto them for a reader
+verl's names: verl 0.9.1 logs ``critic/score/mean``, ``response_length/mean``,
+``response_length/clip_ratio``, ``actor/entropy``, ``actor/grad_norm`` and ``actor/pg_loss``
+for quantities TRL logs too (:data:`VERL_NAMES` cites where); so the rules truncation,
+entropy-collapse, length-collapse, length-blowup, lr-too-high and nan
+can read a verl log, while zero-std, kl-blowup and reward-hacking need metrics verl names
+otherwise or not at all. The doctor reads TRL's names only, and :data:`VERL_NAMES` maps verl's onto them for a reader
 who renames the keys of a verl log first (:func:`from_verl`).
 """
 
@@ -108,14 +110,20 @@ def report(rows) -> str:
     return "\n".join(str(f) for f in diagnose(rows))
 
 
-#: verl's metric names (verl 0.9.1, ``verl/trainer/ppo/metric_utils.py`` and the actor's
-#: ``dp_actor.py``) for the same quantities as TRL's.
+#: verl 0.9.1's names for quantities TRL also logs, each read from the wheel:
+#: ``critic/score/mean``, ``response_length/mean``, ``response_length/clip_ratio``
+#: (``verl/trainer/ppo/metric_utils.py:556,573,576``), ``actor/entropy``
+#: (``verl/trainer/ppo/ray_trainer.py:1597``), ``actor/grad_norm`` (``ray_trainer.py:1788``),
+#: ``actor/pg_loss`` (``verl/workers/utils/losses.py:119``, the policy term only). Not mapped:
+#: ``actor/ppo_kl`` (``core_algos.py:1373``) is the KL between the old and the current policy,
+#: not TRL's ``kl`` to the reference; verl's KL to the reference is the loss metric
+#: ``kl_loss`` (``losses.py:141``), which the doctor leaves unmapped (its prefix was not
+#: checked); verl logs no ``frac_reward_zero_std``.
 VERL_NAMES = {
     "critic/score/mean": "reward",
     "response_length/mean": "completions/mean_length",
     "response_length/clip_ratio": "completions/clipped_ratio",
     "actor/entropy": "entropy",
-    "actor/ppo_kl": "kl",
     "actor/grad_norm": "grad_norm",
     "actor/pg_loss": "loss",
 }

@@ -148,6 +148,8 @@ def reward_flat(rows) -> str | None:
     spread = _finite(series(rows, "reward_std"))
     if len(r) < THRESHOLDS["flat_min_rows"] or not len(spread) or np.mean(spread) <= 0:
         return None
+    if zero_std(rows) is not None:          # the groups agree: zero-std is the cause, not this
+        return None
     gain = _late(r) - _early(r)
     if gain <= THRESHOLDS["reward_flat"] * np.mean(spread):
         return (f"reward goes from {_early(r):.3f} to {_late(r):.3f} over {len(r)} steps "

@@ -165,6 +165,8 @@ def test_reward_flat_scales_with_the_groups_spread():
     assert rules.reward_flat(replace(rows, "reward", [0.25] * 12))
     assert rules.reward_flat(replace(rows, "reward", list(np.linspace(0.2, 0.3, 12)))) is None
     assert rules.reward_flat(replace(rows, "reward", [0.25] * 12)[:5]) is None  # too few rows
+    agree = replace(replace(rows, "reward", [0.25] * 12), "frac_reward_zero_std", [0.9] * 12)
+    assert rules.reward_flat(agree) is None                       # zero-std's case, not this
 
 
 def test_length_rules_read_the_mean_length():
