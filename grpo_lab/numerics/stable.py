@@ -238,10 +238,19 @@ def masked_mean(x, mask, axis=None):
 
         \bar x = \frac{\sum_t m_t\, x_t}{\sum_t m_t}
 
-    Padding never enters, whatever it holds (NaN aside: pass finite padding). Every row (or
-    the whole array) needs a True entry; the callers check that with the right message. A
-    sum past the float range (a mean of values near 1e308) is redone on ``x / 2**k``, so the
-    mean comes out right whenever it fits.
+    Padding never enters, whatever it holds (NaN aside: pass finite padding). A sum past the
+    float range (a mean of values near 1e308) is redone on ``x / 2**k``, so the mean comes out
+    right whenever it fits.
+
+    **A row with no True entry has no mean**, and the book does not invent one: it is a
+    ``ValueError`` naming ``mask`` and the row, the rule of every mean over tokens in the
+    package (:func:`grpo_lab.numerics.validate.valid_lengths`: an empty completion is almost
+    always a masking bug), not a quiet NaN, nor a ``RuntimeWarning`` that the package's own
+    pytest setting turns into an error. Conventions elsewhere differ: ``(x * m).sum() /
+    m.sum()`` in PyTorch is a quiet NaN there, and verl's ``masked_mean`` divides by
+    ``m.sum() + 1e-8``, a quiet 0. A caller whose rows may be empty (an adapter for another
+    course's tests, a batch with empty completions) wants a masked sum over a constant of its
+    own choosing, which is defined on every row: ``grpo_lab.torch.masked_normalize``.
 
     >>> import numpy as np, grpo_lab as gl
     >>> x = np.array([[1.0, 3.0, 99.0], [2.0, 2.0, 2.0]])
@@ -264,11 +273,24 @@ def masked_mean_math(x, mask, axis=None):
 
 
 def check_masked_mean_arguments(x, mask, axis):
-    """``(x, mask, axis)`` for :func:`masked_mean`: a real array, a bool mask of its shape, and
-    ``axis`` None or the last axis."""
+    """``(x, mask, axis)`` for :func:`masked_mean`: a real array, a bool mask of its shape with
+    a True entry in every row (``axis=-1``) or somewhere (``axis=None``), and ``axis`` None or
+    the last axis."""
     x, mask = check_block_input("x", x, mask=mask, mask_required=True)
     if not (axis is None or (isinstance(axis, (int, np.integer)) and not isinstance(axis, bool)
                              and axis in (-1, x.ndim - 1))):
         raise ValueError(f"axis: expected None (over every entry) or -1 (per row), got "
                          f"{describe(axis)}")
+    if axis is None and not mask.any():
+        raise ValueError(f"mask: expected at least one True entry, got none in {describe(mask)}: "
+                         f"a mean over no entry is 0/0 and has no value")
+    if axis is not None and x.ndim > 0:
+        empty = ~mask.any(axis=-1)                                # (...,) rows without a token
+        if empty.any():
+            row = tuple(int(i) for i in np.argwhere(empty)[0])
+            raise ValueError(
+                f"mask: expected a True entry in every row (axis=-1), got none in row "
+                f"{row[0] if len(row) == 1 else row} ({int(empty.sum())} empty row(s) in all): "
+                f"a mean over no entry is 0/0 and has no value; for a sum over a constant that "
+                f"every row has, see grpo_lab.torch.masked_normalize")
     return x, mask, axis

@@ -12,6 +12,7 @@ the straightforward eager code (``python -m grpo_lab.bench`` puts it next to TRL
 ``glt.sequence_ratio``          GSPO's sequence-level ratio (chapter 2)
 ``glt.aggregate_loss``          grpo / bnpo / dapo / dr_grpo reductions (chapter 2)
 ``glt.aggregation_weights``     the per-token weights behind them (chapter 2)
+``glt.masked_normalize``        a masked sum over any constant > 0 (CS336's SFT step)
 ``glt.grpo_loss``               all of it, with diagnostics (chapters 2, 6 and 7)
 ``glt.fused_linear_grpo_loss``  the loss from hidden states and the LM head (chapter 7)
 ==============================  =========================================================
@@ -33,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - torch is pinned in requirements
 from grpo_lab.torch.advantages import (centred_deviations_, divide_or_zero, group_advantages,
                                        power_of_two_rescale, std_from_deviations)
 from grpo_lab.torch.aggregation import (AGGREGATIONS, aggregate, aggregate_loss,
-                                        aggregation_weights, row_weights)
+                                        aggregation_weights, masked_normalize, row_weights)
 from grpo_lab.torch.kl import (PER_TOKEN_KL, k3_expm1, k3_series, kl_k1, kl_k2, kl_k3,
                                kl_k3_plus)
 from grpo_lab.torch.loss import (DIAGNOSTICS, check_loss_arguments, diagnostic_means,

@@ -10,11 +10,13 @@ from __future__ import annotations
 import torch
 
 from grpo_lab.core.aggregation import AGGREGATIONS, check_aggregation_options
-from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, describe,
-                                        same_device, valid_lengths, working_dtype)
+from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_int,
+                                        check_real, describe, same_device, valid_lengths,
+                                        working_dtype)
 
 __all__ = ["AGGREGATIONS", "aggregate", "aggregate_loss", "aggregation_weights",
-           "check_aggregate_loss_arguments", "check_aggregation_weights_arguments", "row_weights"]
+           "check_aggregate_loss_arguments", "check_aggregation_weights_arguments",
+           "check_masked_normalize_arguments", "masked_normalize", "row_weights"]
 
 
 def check_aggregation_weights_arguments(mask, mode, max_len, dtype=torch.float64):
@@ -97,6 +99,13 @@ def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
     ``per_token_loss`` (worked in float32, or float64 for float64); padded positions must hold
     finite numbers.
 
+    ``dr_grpo`` keeps its check ``max_len >= T``: ``max_len`` is the generation budget, TRL's
+    ``max_completion_length`` (``trl/trainer/grpo_trainer.py:3164`` @ trl 1.16.0 divides by
+    ``per_token_loss.size(0) * self.max_completion_length``), and no completion is longer
+    than the budget, so a padded length T above it means the wrong budget was passed: each
+    row's weights would then sum past 1/N and the loss stop being Dr. GRPO's. A free
+    constant, with no claim to be a budget, is :func:`masked_normalize`.
+
     >>> import torch, grpo_lab.torch as glt
     >>> loss, mask = torch.tensor([[1.0, 0, 0], [0, 0, 0]]), torch.tensor([[1, 0, 0], [1, 1, 1]])
     >>> [round(glt.aggregate_loss(loss, mask, m).item(), 4) for m in ("grpo", "dapo", "dr_grpo")]
@@ -106,3 +115,65 @@ def aggregate_loss(per_token_loss, mask, mode, *, max_len=None):
         per_token_loss, mask, mode, max_len)                      # (N, T), (N, T), (N,)
     loss = aggregate(lt, m, row_weights(lengths, mode, max_len=max_len))
     return cast_result("per_token_loss", "aggregated loss", loss, dtype)
+
+
+# --- a masked sum over a constant (CS336's masked_normalize) ----------------------------------
+
+def check_masked_normalize_arguments(x, mask, normalize_constant, dim):
+    """``(x, mask, c, dim, dtype)`` for :func:`masked_normalize`: ``x`` in the working dtype, the
+    mask as bools of its shape on its device, a finite constant > 0, ``dim`` None or an axis."""
+    xt, dtype = as_float_array("x", x, backend="torch")
+    m = as_mask("mask", mask, xt.shape, " (the shape of x; nothing is broadcast)",
+                backend="torch")
+    same_device("x", xt, mask=m)
+    c = check_real("normalize_constant", normalize_constant, minimum=0.0, allow_equal=False)
+    if dim is not None:
+        dim = check_int("dim", dim, minimum=-max(xt.dim(), 1), maximum=max(xt.dim(), 1) - 1,
+                        why=f", an axis of x ({describe(xt)}), or None for every entry")
+    return xt.to(working_dtype(dtype)), m, c, dim, dtype
+
+
+def masked_normalize(x, mask, normalize_constant, dim=None):
+    r"""The masked sum of ``x`` divided by a constant: :math:`\frac{1}{c}\sum_t m_t x_t`, over
+    ``dim`` (every entry for None).
+
+    Stanford CS336's ``masked_normalize``, which its SFT micro-batch step uses to sum a
+    sequence's token losses and divide by a constant of the caller's choosing (a token budget,
+    a batch size, gradient-accumulation steps). It is the Dr. GRPO aggregation with the
+    constant made free: ``aggregate_loss(l, m, "dr_grpo", max_len=L)`` is
+    ``masked_normalize(l, m, N * L)``. Here the constant may be **any** positive number, and a
+    row with no valid token sums to 0 (0 / c is 0: a masked sum has a value where a masked
+    mean has none, see :func:`grpo_lab.masked_mean`).
+
+    ==================  ======  ====================================================
+    Symbol              Shape   Meaning
+    ==================  ======  ====================================================
+    x                   any     the values (finite, padding included), autograd kept
+    mask                x's     1 / True where an entry counts (0/1 or bools)
+    normalize_constant  scalar  c, a finite number > 0
+    dim                 int     the axis to sum over, or None for every entry
+    return              x's without ``dim`` (a 0-d tensor for None), in x's dtype
+    ==================  ======  ====================================================
+
+    The sum is taken in float32 (float64 for float64) and divided by ``c`` in float64, so a
+    constant of 1e-300 or 1e300 does not round to 0 or inf in float32; a result that does not
+    fit ``x``'s dtype is a ``ValueError`` naming ``x`` and ``normalize_constant``.
+
+    >>> import torch, grpo_lab.torch as glt
+    >>> x, mask = torch.tensor([[1.0, 2.0, 9.0], [4.0, 9.0, 9.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    >>> glt.masked_normalize(x, mask, 2.0), glt.masked_normalize(x, mask, 2.0, dim=-1)
+    (tensor(3.5000), tensor([1.5000, 2.0000]))
+    >>> glt.masked_normalize(x, torch.zeros(2, 3), 4.0, dim=1)      # empty rows: 0, not NaN
+    tensor([0., 0.])
+    """
+    xt, m, c, dim, dtype = check_masked_normalize_arguments(x, mask, normalize_constant, dim)
+    kept = torch.where(m, xt, torch.zeros((), dtype=xt.dtype, device=xt.device))   # padding: 0
+    total = kept.sum() if dim is None else kept.sum(dim)                            # () or x's - dim
+    if not bool(torch.isfinite(total).all()):                    # a sum past the range: rescale
+        k = int(torch.frexp(kept.abs().max())[1])                # max |x| = m 2**k, 0.5 <= m < 1
+        small = torch.ldexp(kept, torch.tensor(-k, device=xt.device))
+        total = (small.sum() if dim is None else small.sum(dim)).to(torch.float64)
+        return cast_result("x, normalize_constant", "normalized sums",
+                           torch.ldexp(total / c, torch.tensor(k, device=xt.device)), dtype)
+    return cast_result("x, normalize_constant", "normalized sums", total.to(torch.float64) / c,
+                       dtype)
