@@ -10,16 +10,20 @@
 # (an untracked folder, so it travels with the working tree), then through the device tool,
 # with a timeout of about 500 s:
 #
-#     bash scripts/device_check.sh          # or: ... ch7 / ... trl (one part, ~1 min for trl)
+#     bash scripts/device_check.sh          # or: ... ch7 / ... trl / ... linear (one part)
 #
 # It writes into $OUT (or ./device_out): device.txt (GPU, driver, versions, date), model.txt
 # (chapter 7's cost model for this GPU's datasheet record: what the measurements should be
 # compared with), tests.txt (the Triton kernels and the fused linear loss tested on the GPU,
 # not under the interpreter) and bench.json / bench.txt (python -m grpo_lab.bench --device
 # cuda: the Triton kernels and fused losses against a copy on the GPU, and the loss from hidden
-# states four ways: this package's, Liger's, TRL 1.16.0's fused LM head with its Triton tiles,
-# and eager; the trl row needs the TRL wheel below, and says "error" without it). Chapter 7's
-# section "On a GPU" then quotes bench.txt as measured data, with the date and the device.
+# states four ways at (8, 1024, 512, 65536): this package's, Liger's, TRL 1.16.0's fused LM head
+# on its Triton path (only the valid positions scored, as add_fused_lm_head does on a Triton
+# device), and eager; the trl row needs the TRL and transformers wheels below, and says
+# "error" without them). `linear` runs that last comparison alone (linear.json / linear.txt),
+# the one measurement of TRL's Triton path; chapter 7 states its lead over TRL only for the CPU
+# path it measured until this has run. Chapter 7's section "On a GPU" then quotes bench.txt as
+# measured data, with the date and the device.
 #
 # Chapter 6b's TRL run (python -m grpo_lab.hf --device cuda) needs the Hugging Face stack,
 # which that machine lacks: add its pinned wheels, resolved for the device's Python, e.g.
@@ -47,7 +51,14 @@ fi
   $PY -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, 'cuda', torch.cuda.get_device_name())"
   $PY -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))" || echo "liger-kernel: not installed"
 } > "$OUT/device.txt" 2>&1
-PART="${1:-all}"          # all | ch7 | trl: one part alone fits a shorter device call
+PART="${1:-all}"          # all | ch7 | trl | linear: one part alone fits a shorter device call
+if [ "$PART" = linear ]; then
+# the loss from hidden states, each peer in a fresh process, TRL on its Triton tiles
+timeout 300 $PY -m grpo_lab.bench --device cuda --only linear --out "$OUT/linear.json" \
+  > "$OUT/linear.txt" 2>&1
+echo "linear exit $?" >> "$OUT/linear.txt"
+tail -n 12 "$OUT/linear.txt"
+fi
 if [ "$PART" = all ] || [ "$PART" = ch7 ]; then
 # the cost model's predictions, to read the measurements against
 $PY - > "$OUT/model.txt" 2>&1 <<'PYEOF'
@@ -55,7 +66,7 @@ import torch
 import grpo_lab as gl
 cm, name = gl.cost_model, torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
 gpu = gl.roofline.H200_SXM if "H200" in name else gl.roofline.H100_SXM
-print(f"device {name}; datasheet record {gpu.name}; ridge {cm.ridge_point(gpu):.0f} flop/byte")
+print(f"device {name}; datasheet record {gpu.name}; ridge {cm.ridge_point(gpu, cm.EFFICIENCY):.0f} flop/byte at the assumed efficiencies ({cm.ridge_point(gpu):.0f} at the peaks)")
 for gpus, T in ((8, 1024), (1, 1024), (8, 4096)):
     cost = cm.grpo_step_cost(cm.QWEN25_7B, gpu, prompts=64, G=8, T=T, gpus=gpus)
     print(gpus, T, {k: round(v, 3) for k, v in cost.items()})

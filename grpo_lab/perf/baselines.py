@@ -2,8 +2,11 @@ r"""The baselines the bench measures against: the plain formula and TRL's eager 
 
 Taught in chapter 7 (``chapters/07_performance.ipynb``). Hugging Face TRL's ``GRPOTrainer`` is
 the implementation most readers meet first, so it sets the bar. Each baseline names the
-release it follows: :func:`trl_style_advantages` is how TRL 1.16.0 still composes the group
-advantages; :func:`trl_style_loss` is TRL's default loss up to 0.16 (per-sequence "grpo"
+release it follows: :func:`trl_style_advantages` is the arithmetic core of TRL's group
+advantages (mean and std per group, ``repeat_interleave`` back to every completion), without the
+NaN handling TRL 1.16.0 wraps it in (``torch.nanmean``, its own ``nanstd``, ``torch.isclose``
+for the zero-std metric and ``torch.nan_to_num``: ``trl/trainer/grpo_trainer.py:2765-2810``):
+the form of older releases, equal to 1.16.0's on rewards without NaN; :func:`trl_style_loss` is TRL's default loss up to 0.16 (per-sequence "grpo"
 aggregation, beta 0.04, k3; 0.17 and 0.18 defaulted to "bnpo", 1.16.0 to "dapo" with beta 0),
 on log-probs already computed (TRL 1.16.0 computes them with its own fused LM head, which
 :mod:`grpo_lab.perf.bench_linear` measures). The torch mirror
@@ -51,7 +54,8 @@ def _check_groups(rewards, G, eps):
 
 
 def trl_style_advantages(rewards, G, eps=TRL_EPS):
-    """Group advantages the way TRL 1.16.0's ``GRPOTrainer`` composes them, on a flat tensor.
+    """Group advantages by the arithmetic of TRL's ``GRPOTrainer``, on a flat tensor, without
+    1.16.0's NaN handling (nanmean, nanstd, nan_to_num: its result on NaN-free rewards).
 
     ``rewards`` is (B*G,), the groups side by side. The group statistics are computed on a
     (B, G) view and then *repeated* back to (B*G,) with ``repeat_interleave`` before the

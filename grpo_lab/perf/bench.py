@@ -10,7 +10,8 @@ Benchmarks (sizes from issue 7; ``--quick`` runs small ones, for a smoke test or
 
 * ``group_advantages`` at (B, G) = (262144, 64) and (1048576, 8), float32: the plain formula
   in NumPy, :func:`grpo_lab.group_advantages`, :func:`grpo_lab.group_advantages_fast`, and on
-  torch TRL 1.16.0's two-liner :func:`trl_style_advantages` next to the torch mirror
+  torch TRL's mean/std core :func:`trl_style_advantages` (without 1.16.0's NaN handling)
+  next to the torch mirror
   :func:`grpo_lab.torch.group_advantages` (both Bessel-corrected, eps = 1e-4).
 * the GRPO loss, forward plus backward, at (N, T) = (512, 2048), float32: the eager loss of
   TRL's default up to 0.16 (per-sequence "grpo" aggregation, beta 0.04, k3), :func:`trl_style_loss`, the torch mirror :func:`grpo_lab.torch.grpo_loss` and the fused
@@ -27,7 +28,7 @@ The summary puts each goal next to what was measured: the fast path within 2x (G
 gets fresh pages from the operating system; writing into ``out=`` against ``np.copyto`` into an
 array already there), with at most 1.1x the output in memory; the fused loss 3x faster than the
 TRL-style loss in a third of its memory; the torch mirror within 1.2x of the TRL-style loss in
-time and peak memory, and its advantages no slower than the two-liner; the fused linear loss
+time and peak memory, and its advantages no slower than TRL's core; the fused linear loss
 no slower than Liger's or TRL's fused head and no larger in peak memory.
 
 Usage::
@@ -269,22 +270,28 @@ def main(argv=None):
                         help="torch.set_num_threads for the torch implementations (default on "
                              "CPU: 1, like NumPy's element-wise loops and the copy; a shared "
                              "machine makes multi-threaded timings erratic)")
+    parser.add_argument("--linear-repeats", type=int, default=3,
+                        help="timed steps of the loss from hidden states in each fresh process, "
+                             "after a warm-up and a profiled step (default 3; each step takes "
+                             "seconds to a minute at the full size on a loaded CPU)")
     parser.add_argument("--out", default="bench_results.json", help="the JSON file to write")
     args = parser.parse_args(argv)
     problem = check_out_path(args.out, "file")
     if problem:                                          # before minutes of benchmarks
         parser.error(f"--out: {problem}")
     try:
-        check_run_options(args.repeats, args.threads)
+        check_run_options(args.repeats, args.threads, args.linear_repeats)
     except ValueError as exc:                            # "repeats: expected ..." -> --repeats
-        parser.error(f"--{exc}")
+        name, rest = str(exc).split(":", 1)
+        parser.error(f"--{name.replace('_', '-')}:{rest}")
     if args.device == "cuda":
         torch = torch_or_none()
         if torch is None or not torch.cuda.is_available():
             parser.error("--device cuda: expected torch with a CUDA device, got "
                          + ("no torch" if torch is None else "no CUDA device"))
     report = run(quick=args.quick, repeats=args.repeats, device=args.device,
-                 only=tuple(args.only or ("advantages", "loss", "linear")), threads=args.threads)
+                 only=tuple(args.only or ("advantages", "loss", "linear")), threads=args.threads,
+                 linear_repeats=args.linear_repeats)
     print_report(report)
     try:
         with open(args.out, "w") as f:

@@ -14,11 +14,12 @@ __all__ = ["COPY", "COPY_NEW", "FUSED_LOSS", "GOAL_KEYS", "MIRROR_ADV", "MIRROR_
 
 COPY, TORCH_COPY = "copy", "torch copy"       # np.copyto / copy_ into an array already there
 COPY_NEW = "new-array copy"                   # np.copy: the output array is fresh memory
-# The TRL baselines, named for the release they follow: the advantages as TRL 1.16.0 still
-# composes them (group statistics repeat_interleave'd back to (B*G,)); the loss as TRL's default
+# The TRL baselines, named for what they are: the advantages as TRL composes them without the
+# NaN handling 1.16.0 added (group mean and std repeat_interleave'd back to (B*G,); 1.16.0 uses
+# nanmean, its own nanstd, isclose and nan_to_num, grpo_trainer.py:2765-2810); the loss as TRL's default
 # was up to 0.16 (per-sequence "grpo" aggregation, beta 0.04, k3), eager. TRL 1.16.0's default
 # is loss_type "dapo" with beta 0.0, and its log-probs come from its own fused LM head.
-TRL_ADV = "TRL 1.16.0 two-liner (bench.trl_style_advantages)"
+TRL_ADV = "TRL's mean/std core, no NaN handling (bench.trl_style_advantages)"
 MIRROR_ADV = "torch mirror (grpo_lab.torch.group_advantages)"
 TRL_LOSS = "TRL <=0.16 default, eager (bench.trl_style_loss)"
 MIRROR_LOSS = "torch mirror (grpo_lab.torch.grpo_loss)"
@@ -106,7 +107,7 @@ def summary(rows):
                                      ratio_to_copy=(row["ratio_to_copy"], goal)))
         elif impl == MIRROR_ADV:
             time_ratio, _ = _paired(rows, row, TRL_ADV)
-            out.append(_goal_row(f"torch mirror advantages vs TRL 1.16.0 two-liner {at}",
+            out.append(_goal_row(f"torch mirror advantages vs TRL's mean/std core {at}",
                                  time_vs_trl=(time_ratio, MIRROR_GOAL_ADV_TIME)))
         elif impl == MIRROR_LOSS:
             time_ratio, peak_ratio = _paired(rows, row, TRL_LOSS)

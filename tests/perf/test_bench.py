@@ -157,7 +157,7 @@ def assert_torch_rows_and_goals(report, stdout):
     fused = goals[f"fused loss vs TRL <=0.16 eager ({N}, {T}) fwd+bwd"]
     assert fused["goal_speedup"] == 3.0 and fused["goal_peak_fraction"] == pytest.approx(1 / 3)
     for B, G in bench.QUICK_ADV_SIZES:
-        adv = goals[f"torch mirror advantages vs TRL 1.16.0 two-liner ({B}, {G})"]
+        adv = goals[f"torch mirror advantages vs TRL's mean/std core ({B}, {G})"]
         assert adv["goal_time_vs_trl"] == 1.0
         assert adv["goal_met"] == (adv["time_vs_trl"] <= 1.0)
     assert "summary: torch mirror loss vs TRL <=0.16 eager" in stdout
@@ -183,7 +183,7 @@ def test_summary_pairs_each_round_with_the_trl_style_baseline():
     fused = goals["fused loss vs TRL <=0.16 eager (8, 16) fwd+bwd"]
     assert fused["speedup"] == pytest.approx(4.0) and fused["peak_fraction_of_eager"] == 0.3
     assert fused["goal_met"]
-    adv = goals["torch mirror advantages vs TRL 1.16.0 two-liner (4, 8)"]
+    adv = goals["torch mirror advantages vs TRL's mean/std core (4, 8)"]
     assert adv["time_vs_trl"] == pytest.approx(1.1) and not adv["goal_met"]
 
 
