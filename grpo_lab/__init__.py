@@ -82,6 +82,8 @@ Where each name is taught:
 ``gl.hf_profile``               chapter 7, chapter 6b's Hugging Face step timed stage by stage
 ``gl.loss_fused``               chapter 7, the fused torch GRPO loss (one sweep, one gradient)
 ``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
+``gl.engines``                  chapter 6b, the verl command the book prints, as data its tests
+                                hand to verl's own ``validate_config``
 ``gl.kl_k3_plus``               chapter 8, verl's straight-through k3+ (k3's value, k2's gradient)
 ``gl.kl_grad_logp``             chapter 8, each KL estimator's gradient with respect to logp
 ``gl.kl_shaped_rewards``        chapter 8, verl's KL in the reward, before group normalisation
@@ -155,6 +157,7 @@ _MODULES = {
     "kl_theory": "grpo_lab.theory.kl_theory",
     "rewards": "grpo_lab.rl.rewards",
     "presets": "grpo_lab.production.presets",
+    "engines": "grpo_lab.production.engines",
     "hidden_string": "grpo_lab.rl.hidden_string",
     "task": "grpo_lab.rl.task",
     "tiny_policy": "grpo_lab.rl.tiny_policy",
