@@ -145,6 +145,15 @@ class StepConfig:
         return cls(**{**knobs, **overrides})
 
 
+    @classmethod
+    def from_grpo_config(cls, args) -> "StepConfig":
+        """The knobs of TRL's ``GRPOConfig`` ``args`` (:func:`grpo_lab.hf.step_config_fields`;
+        the inverse of :func:`grpo_lab.hf.grpo_config`). A field the book's step does not run
+        is refused by name."""
+        from grpo_lab.hf.trl_map import step_config_fields
+        return cls(**step_config_fields(args))
+
+
 @dataclass
 class StepOutput:
     """What :func:`grpo_step` returns: the logged ``metrics`` (TRL's names), the sampled
@@ -211,10 +220,10 @@ def check_step_arguments(model, optimizer, tokenizer, terms, config, ref_model, 
         raise TypeError(f"terms: expected a non-empty list of prompts' terms, got "
                         f"{describe(terms)}")
     terms = [check_prompt_arguments(t, None)[0] for t in terms]
-    if cfg.beta > 0:
-        if ref_model is None:
-            raise ValueError(f"ref_model: expected the frozen reference (gl.hf.frozen_copy) for "
-                             f"beta = {cfg.beta}, got None")
+    if cfg.beta > 0 and ref_model is None:
+        raise ValueError(f"ref_model: expected the frozen reference (gl.hf.frozen_copy) for "
+                         f"beta = {cfg.beta}, got None")
+    if ref_model is not None:
         ref_model = check_model("ref_model", ref_model)
         if vocab_size(ref_model) != vocab_size(model) or ref_model.device != model.device:
             raise ValueError(f"ref_model: expected the policy's vocabulary ({vocab_size(model)}) "
