@@ -21,7 +21,8 @@ __all__ = ["AGGREGATIONS", "aggregate_loss", "aggregation_weights", "aggregation
            "check_aggregate_loss_arguments", "check_aggregation_options",
            "check_aggregation_weights_arguments", "check_max_len"]
 
-#: TRL's ``loss_type`` names. ``bnpo`` and ``dapo`` are the same on one process (see below).
+#: TRL's ``loss_type`` names. ``bnpo`` and ``dapo`` are the same on one batch; under gradient
+#: accumulation they differ, even on one process (see :func:`aggregation_weights`).
 AGGREGATIONS = ("grpo", "bnpo", "dapo", "dr_grpo")
 
 
@@ -77,9 +78,11 @@ def aggregation_weights(mask, mode, *, max_len=None):
     ===========  ====================================  ========================================
     ``grpo``     :math:`1 / (N L_i)`                   DeepSeekMath eq. 3: mean over each
                                                        sequence, then over sequences
-    ``bnpo``     :math:`1 / \sum_j L_j`                TRL: every token of the batch equal
+    ``bnpo``     :math:`1 / \sum_j L_j`                TRL: every token of the micro-batch
+                                                       equal
     ``dapo``     :math:`1 / \sum_j L_j`                DAPO (Yu et al. 2025); in TRL the
-                                                       count is over all processes
+                                                       count is the generation batch's, over
+                                                       all processes
     ``dr_grpo``  :math:`1 / (N \cdot \text{max\_len})`  Dr. GRPO (Liu et al. 2025): a constant
     ===========  ====================================  ========================================
 
@@ -87,6 +90,15 @@ def aggregation_weights(mask, mode, *, max_len=None):
     a wrong long answer is punished less per token, and length drifts upwards (Dr. GRPO's
     length bias). ``dapo`` and ``dr_grpo`` weigh every token the same within a batch;
     ``dr_grpo`` also keeps the same scale across batches.
+
+    On one batch ``bnpo`` and ``dapo`` are the same weights. Under gradient accumulation they
+    are not, even on one process: TRL 1.16.0's ``bnpo`` divides each micro-batch by its *own*
+    token count, then by the accumulation steps (``grpo_trainer.py:3158-3162``), so a token of a
+    micro-batch with few tokens weighs more (:func:`grpo_lab.hf.micro_mean_weights`), while its
+    ``dapo`` divides every micro-batch by the whole generation batch's count
+    (``num_items_in_batch``, ``grpo_trainer.py:3168-3174``; :func:`grpo_lab.hf.micro_weights`),
+    which is this function's weight on the whole batch. Both are proven against TRL's trainer
+    in ``tests/hf/test_trl_matrix.py``.
 
     ``max_len`` (``dr_grpo`` only) is TRL's ``max_completion_length``; it defaults to T, the
     padded length, and must be at least T. Padded tokens get weight 0.

@@ -41,6 +41,9 @@ Name                             Where it is taught (chapter 6b's sections)
                                  the StepConfig as a GRPOConfig, offline, on the CPU
 ``BatchCapture``                 TRL's batch, loss and gradient captured in one step
 ``cross_check``                  ... recomputed with glt.grpo_loss / glt.group_advantages
+``trl_knobs``, ``trl_loss``      TRL's GRPOConfig as the book's knobs, and TRL's loss and
+``trl_advantages``               advantages from the book's functions (chapter 8; the
+                                 matrix: ``python -m grpo_lab.hf.trl_matrix``)
 ===============================  ==============================================================
 
 ``import grpo_lab.hf`` imports torch and transformers; TRL and datasets are imported only
@@ -71,8 +74,10 @@ from grpo_lab.hf.step import StepConfig, StepOutput, grpo_step
 from grpo_lab.hf.tokenizer import (CHAT_TEMPLATE, EOS, PAD, R1_ZERO_SYSTEM, STOP_TOKENS, VOCAB,
                                    build_tokenizer, prompt_messages, stop_ids)
 from grpo_lab.hf.trl_check import BatchCapture, CrossCheck, cross_check
+from grpo_lab.hf.trl_map import (TRLKnobs, grpo_config_fields, step_config_fields,
+                                 trl_advantages, trl_knobs, trl_loss)
 from grpo_lab.hf.trl_run import (TRL_VERSION, TRLRun, addition_dataset, grpo_config, offline,
-                                 run_trl)
+                                 run_trl, shared_folder, trl_trainer)
 from grpo_lab.hf.warmstart import ANSWER_KINDS, format_text, warm_start
 
 __all__ = ["ANSWER_KINDS", "ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIGHT", "IS_MODES",
@@ -87,4 +92,6 @@ __all__ = ["ANSWER_KINDS", "ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIG
            "reference_logprobs", "run_trl", "sample", "save_local", "saved_logit_tensors",
            "sequence_masked_is_plain", "stop_ids",
            "token_entropy", "token_entropy_plain", "token_logprobs", "token_logprobs_plain",
-           "token_truncated_is_plain", "trl_reward_function", "warm_start", "weighted_advantages"]
+           "token_truncated_is_plain", "trl_reward_function", "warm_start", "weighted_advantages",
+           "TRLKnobs", "grpo_config_fields", "shared_folder", "step_config_fields",
+           "trl_advantages", "trl_knobs", "trl_loss", "trl_trainer"]

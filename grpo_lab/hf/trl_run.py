@@ -40,7 +40,8 @@ from grpo_lab.hf.tokenizer import prompt_messages
 from grpo_lab.numerics.validate import check_choice, check_int, check_real, describe
 from grpo_lab.rl.task import AdditionTask
 
-__all__ = ["TRL_VERSION", "TRLRun", "addition_dataset", "grpo_config", "offline", "run_trl"]
+__all__ = ["TRL_VERSION", "TRLRun", "addition_dataset", "grpo_config", "offline", "run_trl",
+           "shared_folder", "trl_trainer"]
 
 #: The TRL release whose code this module and its cross-check were written against.
 TRL_VERSION = "1.16.0"
@@ -127,6 +128,53 @@ def grpo_config(config: StepConfig, *, output_dir, max_steps: int = 10,
         logging_steps=1, report_to="none", use_cpu=device == "cpu", bf16=False, fp16=False,
         activation_checkpointing=False, save_strategy="no", disable_tqdm=True,
         seed=check_int("seed", seed, minimum=0), **overrides)
+
+
+def shared_folder(prefix: str = "grpo_lab_trl_") -> str:
+    """A new temporary folder that every process of one ``torchrun`` / ``accelerate`` launch
+    names alike: under ``torchrun`` the launch's ``TORCHELASTIC_RUN_ID`` and ``MASTER_PORT``
+    name it, so rank 1 reads the model rank 0 wrote; on one process, ``tempfile.mkdtemp``."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return tempfile.mkdtemp(prefix=prefix)
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "run") + "_" + os.environ.get("MASTER_PORT", "0")
+    path = os.path.join(tempfile.gettempdir(), prefix + run.replace(os.sep, "_"))
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def trl_trainer(model, tokenizer, dataset, reward_funcs, *, folder, max_steps: int = 2,
+                seed: int = 0, learning_rate: float = 1e-3, **fields):
+    """TRL's ``GRPOTrainer`` on the in-code model with ``GRPOConfig(**fields)`` over the book's
+    fixed settings (offline, CPU, float32, no checkpointing, constant learning rate).
+
+    With ``beta > 0`` TRL loads its reference from ``model.config._name_or_path``: rank 0
+    saves the model to ``folder/model`` and every other process waits for it (one folder the
+    ranks share: :func:`shared_folder`) before it builds its trainer.
+    """
+    offline()
+    from accelerate import PartialState
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    defaults = dict(output_dir=os.path.join(str(folder), "trainer"), report_to="none",
+                    use_cpu=True, bf16=False, fp16=False, activation_checkpointing=False,
+                    save_strategy="no", disable_tqdm=True, logging_steps=1,
+                    lr_scheduler_type="constant", max_steps=check_int("max_steps", max_steps,
+                                                                      minimum=1),
+                    seed=check_int("seed", seed, minimum=0), learning_rate=learning_rate)
+    args = GRPOConfig(**{**defaults, **fields})
+    if args.beta != 0:
+        state = PartialState()
+        if state.is_main_process:
+            save_local(model, tokenizer, os.path.join(str(folder), "model"))
+        state.wait_for_everyone()
+        if not state.is_main_process:
+            model.config._name_or_path = os.path.join(str(folder), "model")
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
+                          train_dataset=dataset, processing_class=tokenizer)
+    trainer.remove_callback(PrinterCallback)
+    return trainer
 
 
 @dataclass
