@@ -17,8 +17,47 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+
+def check_out(parser, out):
+    """``--out`` before any work: a file path (not empty, not a folder) in a folder that
+    exists and can be written; returns it as a Path, or None when not given."""
+    if out is None:
+        return None
+    if out.strip() == "":
+        parser.error("--out: expected a file path, got an empty string")
+    path = Path(out)
+    if path.is_dir() or out.endswith(("/", os.sep)):
+        parser.error(f"--out: expected a file path, got {out!r}, which is a folder")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        parser.error(f"--out: expected a file in an existing folder, got {out!r} (no folder "
+                     f"{str(folder)!r})")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path,
+                                                                                     os.W_OK)):
+        parser.error(f"--out: expected a file that can be written, got {out!r}")
+    return path
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file in ``path``'s folder, then rename it over ``path``:
+    a reader sees the old file or the whole new one, never a partial one, and a failed write
+    leaves nothing behind."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def main(argv=None) -> int:
@@ -28,10 +67,15 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10, help="TRL optimizer steps (1 to 200)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1: a 64-wide model gains nothing from more)")
-    parser.add_argument("--out", default=None, help="also write the JSON to this file")
+    parser.add_argument("--out", default=None,
+                        help="also write the JSON to this file (checked before the run, "
+                             "written whole or not at all)")
     args = parser.parse_args(argv)
-    if not 1 <= args.steps <= 200 or not 1 <= args.threads <= 64:
-        parser.error("--steps: expected 1 to 200; --threads: expected 1 to 64")
+    if not 1 <= args.steps <= 200:
+        parser.error(f"--steps: expected 1 to 200, got {args.steps}")
+    if not 1 <= args.threads <= 64:
+        parser.error(f"--threads: expected 1 to 64, got {args.threads}")
+    out = check_out(parser, args.out)
     import torch
     import transformers
     import trl
@@ -56,9 +100,11 @@ def main(argv=None) -> int:
             for c in captures:
                 c.attach(trainer)
 
-    run = glh.run_trl(model, tok, task, cfg, max_steps=args.steps, prompts_per_step=8,
-                      learning_rate=1e-3, seed=0, capture=Every(), device=args.device)
-    checks = [glh.cross_check(run, c, cfg) for c in captures]
+    with tempfile.TemporaryDirectory(prefix="grpo_lab_trl_") as folder:     # removed after
+        run = glh.run_trl(model, tok, task, cfg, max_steps=args.steps, prompts_per_step=8,
+                          learning_rate=1e-3, seed=0, folder=folder, capture=Every(),
+                          device=args.device)
+        checks = [glh.cross_check(run, c, cfg) for c in captures]
     fields = ("loss_diff", "logp_diff", "grad_diff", "adv_diff", "entropy_diff")
     report = {
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -72,9 +118,8 @@ def main(argv=None) -> int:
         "history": run.history,
     }
     text = json.dumps(report, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    if out is not None:
+        write_atomically(out, text + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "history"}, indent=1))
     return 0
 
