@@ -72,19 +72,19 @@ TRL_TWIN = dict(
 )
 
 
-def verl_command(overrides=VERL_OVERRIDES, *, per_line: int = 2) -> str:
+def verl_command(overrides=VERL_OVERRIDES, *, width: int = 92) -> str:
     """The shell command ``python3 -m verl.trainer.main_ppo`` with ``overrides``, wrapped for
-    the page (``per_line`` short overrides to a line, a long one alone)."""
-    check_int("per_line", per_line, minimum=1)
-    lines, current = [], []
+    the page: each continuation line holds as many overrides as fit in ``width`` characters."""
+    check_int("width", width, minimum=20)
+    lines, current = [], "   "
     for key, value in overrides:
-        current.append(f"{key}={value}")
-        if len(current) == per_line or len(" ".join(current)) > 60:
-            lines.append(" ".join(current))
-            current = []
-    if current:
-        lines.append(" ".join(current))
-    return " \\\n    ".join(["python3 -m verl.trainer.main_ppo", *lines])
+        item = f"{key}={value}"
+        if len(current) > 3 and len(current) + 1 + len(item) + 2 > width:
+            lines.append(current)
+            current = "   "
+        current += " " + item
+    lines.append(current)
+    return " \\\n".join(["python3 -m verl.trainer.main_ppo", *lines])
 
 
 def verl_updates_per_rollout(train_batch_size, ppo_mini_batch_size, ppo_epochs) -> int:
