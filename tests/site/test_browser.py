@@ -204,7 +204,17 @@ PAGE_STATE_JS = r"""async () => {
       }
     }
   }
+  // TeX source shown as text outside a formula (a {ref} that copied its heading's TeX)
+  const rawTex = [];
+  const article = document.querySelector(".bd-article");
+  const walker = article && document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let n = walker && walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.parentElement.closest(".math, mjx-container, pre, code, script, style, textarea, kbd, .highlight")) { continue; }
+    const m = n.textContent.match(/\\(?:[A-Za-z]{2,}|[()\[\]])/);
+    if (m) { rawTex.push(n.textContent.trim().slice(0, 80)); }
+  }
   return {
+    rawTex,
     math: document.querySelectorAll(".math").length,
     typeset: document.querySelectorAll(".math mjx-container").length,
     mathErrors: document.querySelectorAll("mjx-merror").length,
@@ -565,6 +575,16 @@ def test_math_is_typeset_without_stray_backslashes(visits):
     assert not bad, f"math not typeset, typeset with errors, or with a '\\' in its text: {bad}"
 
 
+def test_no_tex_source_shows_outside_formulas(visits):
+    """Issue 37: a {ref} without text of its own printed its heading's TeX in chapter 3's body
+    ("Tokens from \\pi_{\\text{old}}: the importance weight"); it shows the formula typeset."""
+    chapter3 = visits[("chapters/03_kl_estimators.html", "laptop")]
+    assert chapter3["math"] > 50, chapter3["math"]
+    bad = {key: (v["rawTex"], v["screenshot"]) for key, v in served(visits).items()
+           if v["rawTex"]}
+    assert not bad, f"TeX source shown as text outside a formula: {bad}"
+
+
 def test_figures_show(visits):
     chapters = {key: v for key, v in served(visits).items() if key[0].startswith("chapters/")}
     assert chapters and all(v["images"] >= 2 for v in chapters.values()), {
@@ -826,6 +846,91 @@ def test_search_works_from_disk(browser, site):
     assert len(snippets) == len(hrefs) and any("advantage" in s.lower() for s in snippets), \
         (snippets, str(shot))
     assert visit.clean(), (visit.console_errors, visit.failed, visit.external, str(shot))
+
+
+def search_page(browser, url, shot):
+    """The result titles and snippets of a search, as a reader sees them."""
+    visit = Visit(browser, url)
+    try:
+        page = visit.open(url)
+        page.locator("#search-results ul.search li a").first.wait_for()
+        page.wait_for_function("() => document.querySelectorAll('#search-results p.context')"
+                               ".length > 0")
+        page.wait_for_load_state("networkidle")
+        titles = page.locator("#search-results ul.search li a").all_inner_texts()
+        snippets = page.locator("#search-results p.context").all_inner_texts()
+        path = visit.screenshot(shot)
+    finally:
+        visit.close()
+    return visit, titles, snippets, str(path)
+
+
+@pytest.mark.parametrize("where", ["served", "disk"])
+def test_search_shows_titles_and_snippets_as_text_not_tex(browser, server, site, where):
+    """Issue 37: the search index held section titles as TeX ("What \\beta does") and every
+    snippet showed formulas as \\(...\\) source. A search for "the importance weight" lists
+    chapter 3's section as "Tokens from π_old: the importance weight", and one for beta shows
+    β in its snippets; no title or snippet shows TeX."""
+    base = (f"{server}/search.html" if where == "served"
+            else (site / "search.html").resolve().as_uri())
+    tex = re.compile(r"\\(?:[A-Za-z]{2,}|[()\[\]])")
+    for query, title, word in (("the importance weight",
+                                "Tokens from π_old: the importance weight", "π_old"),
+                               ("beta", "", "β")):
+        visit, titles, snippets, shot = search_page(
+            browser, f"{base}?q={query.replace(' ', '+')}",
+            f"search_{query.split()[-1]}_{where}")
+        assert not title or any(t.endswith(title) for t in titles), (titles, shot)
+        assert not [t for t in titles if tex.search(t)], (titles, shot)
+        assert any(word in s for s in snippets), (snippets, shot)
+        assert not [s for s in snippets if tex.search(s)], (snippets, shot)
+        assert visit.clean(), (visit.console_errors, visit.failed, visit.external, shot)
+
+
+# In dark mode: each static slider's note, its colour against the background it is drawn on
+# (the nearest box with a background of its own), as WCAG's contrast ratio.
+NOTE_CONTRAST_JS = r"""() => {
+  const rgb = s => (s.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => v / 255)
+    .map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)
+    .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  return [...document.querySelectorAll(".gl-frames-note")].map(note => {
+    let box = note;
+    while (box && (rgb(getComputedStyle(box).backgroundColor)[3] === 0 ||
+                   getComputedStyle(box).backgroundColor === "transparent")) {
+      box = box.parentElement;
+    }
+    const fg = lum(rgb(getComputedStyle(note).color));
+    const bg = lum(rgb(box ? getComputedStyle(box).backgroundColor : "rgb(255,255,255)"));
+    return {color: getComputedStyle(note).color,
+            background: box ? getComputedStyle(box).backgroundColor : "none",
+            ratio: (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05)};
+  });
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["dark", "light"])
+def test_the_slider_note_meets_wcag_aa_contrast_in_both_modes(browser, server, scheme):
+    """Issue 37: in dark mode the static slider's note was 1.7:1 (rgb(156,164,175) on the
+    output box's rgb(206,214,221)); WCAG AA wants 4.5:1 for its small text. axe agrees."""
+    visit = Visit(browser, server)
+    visit.context.close()
+    visit.context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                        color_scheme=scheme, service_workers="block")
+    visit.context.route("**/*", visit._route)
+    visit.page = visit.context.new_page()
+    try:
+        page = visit.open(f"{server}/chapters/01_group_advantages.html")
+        assert page.evaluate("() => document.documentElement.dataset.theme") == scheme
+        notes = page.evaluate(NOTE_CONTRAST_JS)
+        page.locator(".gl-frames-note").first.scroll_into_view_if_needed()
+        shot = visit.screenshot(f"slider_note_{scheme}", full_page=False)
+        axe = [f for f in axe_findings(page) if f["rule"] == "color-contrast"]
+    finally:
+        visit.context.close()
+    assert notes, "chapter 1 shows no slider note"
+    assert all(n["ratio"] >= 4.5 for n in notes), (notes, str(shot))
+    assert not axe, (axe, str(shot))
 
 
 def test_moving_a_slider_changes_the_figure_without_a_kernel(browser, server):
