@@ -177,9 +177,10 @@ class MatrixCapture:
         def loss_hook(model, inputs):
             if len(self.calls) >= self.limit:
                 return compute_loss(model, inputs)
-            state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            inner = trainer.accelerator.unwrap_model(model)            # DDP's module
+            state = {k: v.detach().clone() for k, v in inner.state_dict().items()}
             loss = compute_loss(model, inputs)
-            named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+            named = [(n, p) for n, p in inner.named_parameters() if p.requires_grad]
             grads = torch.autograd.grad(loss, [p for _, p in named], retain_graph=True,
                                         allow_unused=True)
             self.calls.append(dict(
@@ -318,6 +319,45 @@ def passes(row) -> bool:
             and row["adv"] < ADV_TOL)
 
 
+#: The two-process run: beta > 0 and two iterations, TRL's dapo (its normaliser is per process).
+DISTRIBUTED = dict(beta=0.04, loss_type="dapo", num_iterations=2)
+
+
+def run_distributed(out_dir, *, seed: int = 0) -> dict:
+    """One rank of ``torchrun --nproc_per_node 2 -m grpo_lab.hf.trl_matrix --distributed DIR``:
+    TRL's trainer on this rank's share of each generation batch (groups whole, rewards gathered
+    before the advantages), checked against the book over the whole batch; writes
+    ``DIR/rank{r}.json``. The model folder the reference loads from is one both ranks share
+    (:func:`grpo_lab.hf.shared_folder`), removed at the end."""
+    import shutil
+
+    import grpo_lab.hf as glh
+    from accelerate import PartialState
+
+    tok, task, warm = setup(seed)
+    model = glh.frozen_copy(warm).requires_grad_(True)
+    folder = glh.shared_folder()
+    state = PartialState()
+    try:
+        trainer = build_trainer(model, tok, task, dict(DISTRIBUTED, per_device_train_batch_size=4),
+                                folder=folder, seed=seed)
+        capture = MatrixCapture().attach(trainer)
+        trainer.train()
+        diffs = book_check(trainer, capture, num_processes=state.num_processes)
+    finally:
+        state.wait_for_everyone()
+        if state.is_main_process:
+            shutil.rmtree(folder, ignore_errors=True)
+    diffs.update(rank=state.process_index, processes=state.num_processes,
+                 rows=int(capture.calls[0]["inputs"]["completion_ids"].shape[0]),
+                 num_items=[float(c["inputs"]["num_items_in_batch"]) for c in capture.calls],
+                 local_tokens=[float(c["inputs"]["completion_mask"].sum()) for c in capture.calls],
+                 folder_left=os.path.exists(folder))
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / f"rank{state.process_index}.json").write_text(json.dumps(diffs))
+    return diffs
+
+
 def main(argv=None) -> int:
     import trl
 
@@ -327,7 +367,11 @@ def main(argv=None) -> int:
     parser.add_argument("--report", action="store_true",
                         help="print which options changed against the record")
     parser.add_argument("--only", nargs="*", help="option names (default: all)")
+    parser.add_argument("--distributed", metavar="DIR", help="run one rank of the two-process "
+                        "check under torchrun and write DIR/rank{r}.json")
     a = parser.parse_args(argv)
+    if a.distributed:
+        return 0 if passes(run_distributed(a.distributed)) else 1
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.manual_seed(0)
     start = time.perf_counter()
