@@ -38,6 +38,8 @@ def test_trl_option_equals_the_books_functions(name, prepared):
 
 
 def test_the_record_holds_every_option_within_tolerance():
+    if not M.RECORD.exists():       # written by: python -m grpo_lab.hf.trl_matrix --write
+        pytest.skip("trl_matrix.json not written yet")
     record = json.loads(M.RECORD.read_text())
     assert record["trl_version"] == trl.__version__
     assert [r["option"] for r in record["rows"]] == list(M.OPTIONS)
