@@ -48,6 +48,7 @@ __all__ = ["BASE", "STAGES", "Stage", "model_and_task", "stage", "train"]
 BASE = dict(steps=12, prompts_per_step=4, learning_rate=1e-3, group_size=8, max_new_tokens=8,
             temperature=1.0, beta=0.04)
 _CACHE = {}
+_RUNS = {}          # (knobs, seed) -> log_history: each distinct run once per process
 
 
 def model_and_task():
@@ -229,7 +230,9 @@ STAGES = {
 def stage(name: str, *, healthy: bool = False, seed: int = 0):
     """Run the staged failure ``name`` of :data:`STAGES` (``healthy=True``: with its knob
     changed); returns TRL's ``log_history``, or TRL's error message (a str) where TRL refuses
-    the run (``batch_size``, ``reward_crash``)."""
+    the run (``batch_size``, ``reward_crash``). A run with the same knobs and seed as an
+    earlier call in this process (the healed runs that are :data:`BASE`) is not trained again:
+    the rows are a copy of the first run's."""
     from grpo_lab.numerics.validate import check_choice
 
     s = STAGES[check_choice("name", name, tuple(STAGES))]
@@ -238,12 +241,20 @@ def stage(name: str, *, healthy: bool = False, seed: int = 0):
     knobs = dict(s.healthy if healthy else s.sick)
     if name == "batch_size" and not healthy:
         return _config_error(**knobs)
-    try:
-        return train(seed=seed, **knobs)
-    except KeyError as err:
-        if name == "reward_crash":
-            return f"{type(err).__name__}: {err}"
-        raise
+    # Several stages share a run (every healed run of a one-number knob is BASE): each distinct
+    # run is trained once per process, and each caller gets its own copy of the rows.
+    key = (repr(sorted((k, getattr(v, "__name__", v) if callable(v) else
+                        tuple(getattr(f, "__name__", f) for f in v) if isinstance(v, tuple)
+                        else v) for k, v in {"reward_funcs": _TASK, **knobs}.items())), seed)
+    if key not in _RUNS:
+        try:
+            _RUNS[key] = train(seed=seed, **knobs)
+        except KeyError as err:
+            if name != "reward_crash":
+                raise
+            _RUNS[key] = f"{type(err).__name__}: {err}"
+    run = _RUNS[key]
+    return run if isinstance(run, str) else [dict(row) for row in run]
 
 
 def _config_error(**fields) -> str:

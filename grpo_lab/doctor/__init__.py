@@ -44,6 +44,7 @@ from grpo_lab.doctor import rules
 from grpo_lab.doctor.log import DoctorError, TRL_METRICS, read_log, rows_of, series
 
 __all__ = ["CAUSES", "Cause", "DoctorError", "Finding", "TRL_METRICS", "VERL_NAMES",
+           "VERL_SOURCES",
            "diagnose", "from_verl", "main", "read_log", "report", "rows_of", "series"]
 
 
@@ -126,6 +127,16 @@ VERL_NAMES = {
     "actor/entropy": "entropy",
     "actor/grad_norm": "grad_norm",
     "actor/pg_loss": "loss",
+}
+
+#: Where verl 0.9.1 logs each name of :data:`VERL_NAMES` (file:line in the wheel).
+VERL_SOURCES = {
+    "critic/score/mean": "verl/trainer/ppo/metric_utils.py:556",
+    "response_length/mean": "verl/trainer/ppo/metric_utils.py:573",
+    "response_length/clip_ratio": "verl/trainer/ppo/metric_utils.py:576",
+    "actor/entropy": "verl/trainer/ppo/ray_trainer.py:1597",
+    "actor/grad_norm": "verl/trainer/ppo/ray_trainer.py:1788",
+    "actor/pg_loss": "verl/workers/utils/losses.py:119",
 }
 
 

@@ -57,3 +57,20 @@ def test_a_short_real_run_truncates_at_three_tokens():
     assert len(steps) == 2 and "train_runtime" in log[-1]
     assert all(row["completions/max_length"] <= 3 for row in steps)
     assert sum(row["completions/clipped_ratio"] for row in steps) / 2 >= 0.5
+
+
+def test_each_distinct_run_is_trained_once_per_process(monkeypatch):
+    """The healed runs that are BASE (truncation's, zero_std's, reward_none's...) share one
+    training; each caller gets its own copy; another seed or knob trains again."""
+    calls = []
+    monkeypatch.setattr(clinic, "_RUNS", {})
+    monkeypatch.setattr(clinic, "train", lambda **kw: calls.append(kw) or [{"reward": 0.5}])
+    a = clinic.stage("truncation", healthy=True, seed=3)
+    b = clinic.stage("zero_std", healthy=True, seed=3)
+    c = clinic.stage("reward_none", healthy=True, seed=3)       # reward_funcs = the default
+    assert len(calls) == 1 and a == b == c == [{"reward": 0.5}]
+    a[0]["reward"] = 9.0
+    assert b[0]["reward"] == 0.5 and clinic.stage("kl_blowup", healthy=True, seed=3) == b
+    clinic.stage("truncation", seed=3)
+    clinic.stage("truncation", healthy=True, seed=4)
+    assert len(calls) == 3 and calls[1]["max_new_tokens"] == 3 and calls[2]["seed"] == 4

@@ -210,3 +210,18 @@ def test_from_verl_renames_its_keys():
     assert rows == [{"reward": 0.5, "completions/clipped_ratio": 0.9, "step": 1}]
     with pytest.raises(TypeError, match="rows: expected a list of dicts"):
         doctor.from_verl({"a": 1})
+
+
+def test_verl_sources_name_the_line_that_logs_each_verl_name():
+    """Each file:line of VERL_SOURCES holds its verl name in the pinned verl 0.9.1 wheel."""
+    assert set(doctor.VERL_SOURCES) == set(doctor.VERL_NAMES)
+    wheels = pytest.importorskip("tests.reference.wheels")
+    try:
+        for name, where in doctor.VERL_SOURCES.items():
+            relative, line = where.rsplit(":", 1)
+            text = wheels.read("verl", relative).splitlines()[int(line) - 1]
+            assert f'"{name}"' in text, (where, text)
+    except wheels.ReferenceUnavailable as err:
+        if wheels.required():
+            raise
+        pytest.skip(str(err))
