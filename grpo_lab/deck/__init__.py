@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grpo_lab.deck import registry
+from grpo_lab.numerics.validate import check_choice, check_int, describe
 
 CARDS_DIR = Path(__file__).resolve().parent / "cards"
 # the book's chapters, when the package runs from the repository (not in an installed wheel)
@@ -52,6 +53,63 @@ CHAPTER_LINK = re.compile(r"\]\((\d\d[a-z]?_[A-Za-z0-9_]+\.ipynb(?:#[^)\s]*)?)\)
 
 class CardError(ValueError):
     """A card that breaks a rule of the deck; the message names the file, the card and the field."""
+
+
+# --- argument checks (one per kind of argument the deck's functions take) ---------------------
+
+def check_folder(name: str, value, default: Path) -> Path:
+    """A folder argument: None (``default``), a non-empty str or a path-like, as a Path."""
+    if value is None:
+        return default
+    if not isinstance(value, (str, os.PathLike)) or isinstance(value, bytes):
+        raise TypeError(f"{name}: expected a folder (a str or a path), got {describe(value)}")
+    if not os.fspath(value):
+        raise ValueError(f"{name}: expected a folder, got '' (write '.' for this folder)")
+    return Path(value)
+
+
+def check_text(name: str, value) -> str:
+    """A text argument (a heading, a chapter's stem, a card's text): a str."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected a str, got {describe(value)}")
+    return value
+
+
+def check_page(page) -> str:
+    """``page``: a non-empty path from the repository root, as a str."""
+    if not isinstance(page, str) or not page:
+        raise (TypeError if not isinstance(page, str) else ValueError)(
+            f"page: expected a path from the repository root such as 'cheatsheet.md', got "
+            f"{describe(page)}")
+    return page
+
+
+def check_cards(cards) -> list:
+    """``cards``: None (the deck, :func:`load_cards`) or a non-empty list or tuple of Card with
+    unique ids, as a list."""
+    if cards is None:
+        return load_cards()
+    if not isinstance(cards, (list, tuple)):
+        raise TypeError(f"cards: expected a list of grpo_lab.deck.Card (load_cards() gives "
+                        f"one), got {describe(cards)}")
+    if not cards:
+        raise ValueError("cards: expected at least one card, got an empty list")
+    bad = next((i for i, c in enumerate(cards) if not isinstance(c, Card)), None)
+    if bad is not None:
+        raise TypeError(f"cards: expected a list of grpo_lab.deck.Card, got "
+                        f"{describe(cards[bad])} at index {bad}")
+    ids = [c.id for c in cards]
+    if len(set(ids)) != len(ids):
+        twice = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"cards: expected each card once, got id {twice!r} twice")
+    return list(cards)
+
+
+def check_card(name: str, card) -> "Card":
+    if not isinstance(card, Card):
+        raise TypeError(f"{name}: expected a grpo_lab.deck.Card (an item of load_cards()), "
+                        f"got {describe(card)}")
+    return card
 
 
 @dataclass(frozen=True)
@@ -87,7 +145,12 @@ class Card:
 
 def chapter_headings(stem: str, chapters_dir: Path = CHAPTERS_DIR) -> list[str]:
     """The text of every ## and ### heading of ``chapters/<stem>.ipynb``, in order."""
-    return list(_headings(str(Path(chapters_dir) / f"{stem}.ipynb")))
+    stem = check_text("stem", stem)
+    path = check_folder("chapters_dir", chapters_dir, CHAPTERS_DIR) / f"{stem}.ipynb"
+    if not path.is_file():
+        raise ValueError(f"stem: expected the name of a chapter, such as '01_group_advantages', "
+                         f"got {stem!r}: {path.name} is not a file")
+    return list(_headings(str(path)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -119,15 +182,36 @@ def _error(file, card_id, field, problem):
 
 
 def _read(path: Path) -> list[dict]:
+    """The ``[[card]]`` tables of one file; a file that is not UTF-8 TOML of such tables (a
+    folder, Latin-1 or UTF-16 text, nesting past the parser's depth) is a CardError naming it."""
+    if path.is_dir():
+        raise CardError(f"{path.name}: expected a card file (TOML), got a folder")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CardError(f"{path.name}: expected UTF-8 text (TOML), got the byte "
+                        f"{err.object[err.start:err.start + 1]!r} at offset {err.start}, which "
+                        f"is not UTF-8 (a Latin-1 or UTF-16 file? save it as UTF-8)") from None
+    except OSError as err:
+        raise CardError(f"{path.name}: cannot be read: {err.strerror or err}") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise CardError(f"{path.name}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise CardError(f"{path.name}: not valid card TOML: arrays or tables nested too deeply "
+                        f"to read (a card's fields are strings and lists of strings)") from None
     extra = set(data) - {"card"}
     if extra:
         raise CardError(f"{path.name}: unknown top-level key(s) {sorted(extra)}; "
                         f"cards are [[card]] tables")
-    return data.get("card", [])
+    cards = data.get("card", [])
+    if not isinstance(cards, list) or not all(isinstance(c, dict) for c in cards):
+        got = next((c for c in cards if not isinstance(c, dict)), None) \
+            if isinstance(cards, list) else cards
+        raise CardError(f"{path.name}: expected cards as [[card]] tables, got a card that is "
+                        f"{describe(got)}")
+    return cards
 
 
 def _check_text_list(name, raw, file, cid, field):
@@ -184,8 +268,14 @@ def load_cards(cards_dir=None, *, chapters_dir=None, numbers_=None) -> list[Card
     format spec that fits it; every ``{{q:id}}`` names a card; every literal number is in
     ``given``; and 中文 texts quote the same placeholders as their English.
     """
-    cards_dir = Path(cards_dir) if cards_dir is not None else CARDS_DIR
-    chapters_dir = Path(chapters_dir) if chapters_dir is not None else CHAPTERS_DIR
+    cards_dir = check_folder("cards_dir", cards_dir, CARDS_DIR)
+    chapters_dir = check_folder("chapters_dir", chapters_dir, CHAPTERS_DIR)
+    if numbers_ is not None and not isinstance(numbers_, dict):
+        raise TypeError(f"numbers_: expected None (the deck's numbers) or a dict of them by "
+                        f"name, got {describe(numbers_)}")
+    if not cards_dir.is_dir():
+        raise CardError(f"cards_dir: expected a folder of card files (*.toml), got "
+                        f"{str(cards_dir)!r}, which is not a folder")
     files = sorted(cards_dir.glob("*.toml"))
     if not files:
         raise CardError(f"{cards_dir}: no card files (*.toml)")
@@ -215,6 +305,12 @@ def load_cards(cards_dir=None, *, chapters_dir=None, numbers_=None) -> list[Card
                 if ref not in seen:
                     raise fail(field, f"{{{{q:{ref}}}}} names no card")
             plain = CARD_REF.sub(" ", text)
+            rest = registry.PLACEHOLDER.sub(" ", plain)
+            if "{{" in rest:                       # {{p_equal  or  {{ p_equal }}: raw braces
+                at = rest.index("{{")
+                raise fail(field, f"a placeholder that is not closed or not well formed near "
+                                  f"{rest[at:at + 30]!r}: write {{{{name}}}} or "
+                                  f"{{{{name:spec}}}}, without spaces")
             for name, spec in registry.placeholders(plain):
                 if name not in nums:
                     raise fail(field, f"{{{{{name}}}}} is computed by no provider")
@@ -243,7 +339,7 @@ def load_cards(cards_dir=None, *, chapters_dir=None, numbers_=None) -> list[Card
 
 def chapter_label(stem: str) -> str:
     """'01_group_advantages' -> 'chapter 1'; '06b_real_model' -> 'chapter 6b'."""
-    m = re.match(r"(\d+)([a-z]?)_", stem)
+    m = re.match(r"(\d+)([a-z]?)_", check_text("stem", stem))
     return f"chapter {int(m.group(1))}{m.group(2)}" if m else stem
 
 
@@ -251,7 +347,7 @@ def anchor(heading: str) -> str:
     """The slug MyST gives a ## or ### heading (``myst_heading_anchors`` in _config.yml), which
     the site resolves to the heading's id: its words and inline code with the math left out,
     lower case, each space a '-', other punctuation dropped (myst-parser's default_slugify)."""
-    text = re.sub(r"\$[^$]*\$", "", heading).replace("`", "")
+    text = re.sub(r"\$[^$]*\$", "", check_text("heading", heading)).replace("`", "")
     return re.sub(r"[^\w\u4e00-\u9fff\- ]", "", text.lower().replace(" ", "-"))
 
 
@@ -282,7 +378,21 @@ def _lang_blocks(en: str, zh: str | None, lang: str) -> str:
 
 def answer_texts(card: Card, fill) -> tuple:
     """(English, 中文 or None) Markdown of a card's answer with its follow-ups, each text
-    passed through ``fill``; the site (:func:`render_card`) and Anki (:mod:`.anki`) share it."""
+    passed through ``fill`` (a function from text to text); the site (:func:`render_card`) and
+    Anki (:mod:`.anki`) share it."""
+    check_card("card", card)
+    if not callable(fill):
+        raise TypeError(f"fill: expected a function from a card's text to text, got "
+                        f"{describe(fill)}")
+    given = fill
+
+    def fill(text):
+        out = given(text)
+        if not isinstance(out, str):
+            raise TypeError(f"fill: expected a function from text to text, got one that "
+                            f"returned {describe(out)}")
+        return out
+
     a_en = fill(card.answer)
     a_zh = fill(card.answer_zh) if card.answer_zh else None
     if card.follow_ups:
@@ -295,6 +405,12 @@ def answer_texts(card: Card, fill) -> tuple:
 def render_card(card: Card, number: int, *, lang="both", page="chapters/09_interview_drills.ipynb",
                 nums=None, number_of=None) -> str:
     """One card as MyST Markdown (see :func:`markdown`)."""
+    check_card("card", card)
+    number = check_int("number", number, minimum=1)
+    lang, page = check_choice("lang", lang, LANGS), check_page(page)
+    for name, value in (("nums", nums), ("number_of", number_of)):
+        if value is not None and not isinstance(value, dict):
+            raise TypeError(f"{name}: expected None or a dict, got {describe(value)}")
     nums = computed_numbers() if nums is None else nums
     number_of = number_of or {card.id: number}
     fill = functools.partial(_fill, nums=nums, number_of=number_of)
@@ -323,13 +439,10 @@ def markdown(topic=None, lang="both", page="chapters/09_interview_drills.ipynb",
     the page the Markdown goes in, so that chapter links resolve. A topic without cards gives
     "".
     """
-    if topic is not None and topic not in TOPICS:
-        raise ValueError(f"markdown: topic {topic!r} is not one of {', '.join(TOPICS)}")
-    if lang not in LANGS:
-        raise ValueError(f"markdown: lang {lang!r} is not one of {', '.join(LANGS)}")
-    if not isinstance(page, str) or not page:
-        raise ValueError(f"markdown: page must be a path from the repository root, got {page!r}")
-    deck = load_cards() if cards is None else cards
+    if topic is not None:
+        check_choice("topic", topic, TOPICS)
+    lang, page = check_choice("lang", lang, LANGS), check_page(page)
+    deck = check_cards(cards)
     number_of = {c.id: i for i, c in enumerate(deck, 1)}
     nums = computed_numbers()
     return "\n".join(render_card(c, number_of[c.id], lang=lang, page=page, nums=nums,
@@ -355,10 +468,8 @@ def questions_markdown(page="cheatsheet.md", *, cards=None) -> str:
     to its card there: the cheat sheet's list of questions (``_ext/grpo_site.py`` puts it in
     place of ``<!-- deck-questions -->`` when the book builds). ``page`` is the path from the
     repository root of the page it goes in."""
-    if not isinstance(page, str) or not page:
-        raise ValueError(f"questions_markdown: page must be a path from the repository root, "
-                         f"got {page!r}")
-    deck = load_cards() if cards is None else cards
+    page = check_page(page)
+    deck = check_cards(cards)
     number_of = {c.id: i for i, c in enumerate(deck, 1)}
     nums = computed_numbers()
     chapter9 = os.path.relpath("chapters/09_interview_drills.html", os.path.dirname(page) or ".")
@@ -381,7 +492,7 @@ def questions_markdown(page="cheatsheet.md", *, cards=None) -> str:
 
 def show(topic=None, lang="both"):
     """Display the cards of ``topic`` (all cards if None) in a notebook; nothing if it has none."""
-    text = markdown(topic, lang=lang)
+    text = markdown(topic, lang=lang)                 # checks topic and lang
     if text:
         from IPython.display import Markdown, display
         display(Markdown(text))

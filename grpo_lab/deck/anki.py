@@ -18,10 +18,17 @@ book's requirements.txt).
 from __future__ import annotations
 
 import html
+import itertools
+import json
+import os
 import re
+import sqlite3
+import tempfile
+import zipfile
 from pathlib import Path
 
 from grpo_lab import deck as _deck
+from grpo_lab.numerics.validate import check_choice, check_int, describe
 
 #: fixed ids, so that every build gives the same note type and deck (Anki matches on them)
 MODEL_ID = 1_734_207_311
@@ -85,6 +92,11 @@ def _side(en: str, zh: str | None, lang: str) -> str:
 
 def note_fields(card, number: int, nums: dict, number_of: dict, lang: str = "both") -> list:
     """``[front, back]`` HTML of one card (see the module docstring)."""
+    _deck.check_card("card", card)
+    number, lang = check_int("number", number, minimum=1), check_choice("lang", lang, _deck.LANGS)
+    for name, value in (("nums", nums), ("number_of", number_of)):
+        if not isinstance(value, dict):
+            raise TypeError(f"{name}: expected a dict, got {describe(value)}")
     fill = lambda t: _deck._fill(t, nums, number_of)                          # noqa: E731
     q_en = f"{number}\\. {fill(card.question)}"       # "1\." : a number, not a list
     q_zh = f"{number}\\. {fill(card.question_zh)}" if card.question_zh else None
@@ -99,7 +111,24 @@ def note_guid(card_id: str) -> str:
     """A stable note id from the card's id (Anki's guid field)."""
     import genanki
 
+    _deck.check_text("card_id", card_id)
+
     return genanki.guid_for("grpo-lab", card_id)
+
+
+def check_apkg_path(path) -> Path:
+    """``path`` for :func:`build_apkg`: a str or path-like whose file name is ``<name>.apkg``
+    (``.apkg`` alone is a hidden file with no name) in a folder that is not a file."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise TypeError(f"path: expected the .apkg file to write (a str or a path), got "
+                        f"{describe(path)}")
+    path = Path(path)
+    if not path.name.endswith(".apkg") or path.name == ".apkg":
+        raise ValueError(f"path: must end in .apkg (Anki's package) after a name, such as "
+                         f"'grpo-lab-deck.apkg', got {str(path)!r}")
+    if path.is_dir():
+        raise ValueError(f"path: expected a file to write, got {str(path)!r}, which is a folder")
+    return path
 
 
 def build_apkg(path, *, lang: str = "both", cards=None) -> int:
@@ -107,17 +136,19 @@ def build_apkg(path, *, lang: str = "both", cards=None) -> int:
 
     ``lang`` is "both", "en" or "zh" (a card without 中文 shows English); ``cards`` defaults
     to :func:`grpo_lab.deck.load_cards`.
+
+    The package is written **atomically**: into a temporary file in the target folder, then
+    renamed over ``path`` (``os.replace``), so a write that fails half way (a full disk) leaves
+    the older deck as it was and no partial file. The SQLite collection inside is built in a
+    temporary folder that is removed afterwards: nothing is left in ``$TMPDIR``.
     """
-    if lang not in _deck.LANGS:
-        raise ValueError(f"build_apkg: lang {lang!r} is not one of {', '.join(_deck.LANGS)}")
-    path = Path(path)
-    if path.suffix != ".apkg":
-        raise ValueError(f"build_apkg: path must end in .apkg (Anki's package), got {str(path)!r}")
+    path = check_apkg_path(path)
+    lang = check_choice("lang", lang, _deck.LANGS)
     try:
         import genanki
     except ImportError as err:  # pragma: no cover - a requirement of the book
         raise ImportError("gl.deck.anki needs genanki: pip install genanki") from err
-    cards = _deck.load_cards() if cards is None else cards
+    cards = _deck.check_cards(cards)
     nums = _deck.computed_numbers()
     number_of = {c.id: i for i, c in enumerate(cards, 1)}
     model = genanki.Model(
@@ -132,20 +163,35 @@ def build_apkg(path, *, lang: str = "both", cards=None) -> int:
         anki_deck.add_note(genanki.Note(model=model, fields=fields, guid=note_guid(card.id),
                                         tags=[card.topic, card.chapter], sort_field=f"{number_of[card.id]:03d}"))
     path.parent.mkdir(parents=True, exist_ok=True)
-    genanki.Package(anki_deck).write_to_file(str(path), timestamp=TIMESTAMP)
-    _deflate(path)
+    with tempfile.TemporaryDirectory(prefix="grpo-lab-deck-") as work:
+        collection = Path(work) / "collection.anki2"
+        _write_collection(genanki.Package(anki_deck), collection)
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        os.close(fd)
+        try:
+            _write_zip(collection, partial)
+            os.replace(partial, path)                 # the old deck until here, the new one after
+        except BaseException:
+            os.unlink(partial)
+            raise
     return len(cards)
 
 
-def _deflate(path: Path) -> None:
-    """genanki stores the package's files uncompressed; Anki reads a deflated zip as well (its
-    own exports are), and the text compresses about 4:1, so rewrite it deflated."""
-    import zipfile
+def _write_collection(package, db_path: Path) -> None:
+    """Anki's SQLite collection of ``package`` (a ``genanki.Package``) at ``db_path``, with the
+    fixed timestamp (genanki's own ``write_to_file`` makes it in ``$TMPDIR`` and leaves it)."""
+    conn = sqlite3.connect(db_path)
+    try:
+        package.write_to_db(conn.cursor(), TIMESTAMP, itertools.count(int(TIMESTAMP * 1000)))
+        conn.commit()
+    finally:
+        conn.close()
 
-    with zipfile.ZipFile(path) as z:
-        members = [(info, z.read(info)) for info in z.infolist()]
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
-        for info, data in members:
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, data)
+
+def _write_zip(collection: Path, target) -> None:
+    """The ``.apkg``: the collection and an empty media map, deflated (Anki reads a deflated
+    zip, as its own exports are; the text compresses about 4:1)."""
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+        z.write(collection, "collection.anki2")
+        z.writestr("media", json.dumps({}))
 

@@ -75,17 +75,30 @@ def compute_numbers() -> dict:
     return numbers
 
 
+def _check_text(text) -> str:
+    if not isinstance(text, str):
+        kind = type(text).__name__ if text is not None else "NoneType None"
+        raise TypeError(f"text: expected a str, got {kind}")
+    return text
+
+
 def placeholders(text: str) -> list[tuple[str, str | None]]:
     """The (name, format spec) of each placeholder in ``text``, in order."""
-    return [(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(text)]
+    return [(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(_check_text(text))]
 
 
 def fill(text: str, numbers: dict) -> str:
-    """``text`` with each ``{{name[:spec]}}`` replaced by ``format(numbers[name], spec)``."""
+    """``text`` with each ``{{name[:spec]}}`` replaced by ``format(numbers[name], spec)``; a
+    name no provider computes is a ``ValueError`` naming ``text``."""
+    text = _check_text(text)
+    if not isinstance(numbers, dict):
+        raise TypeError(f"numbers: expected a dict of the deck's numbers by name, got "
+                        f"{type(numbers).__name__}")
+
     def one(match):
         name, spec = match.group(1), match.group(2) or ""
         if name not in numbers:
-            raise KeyError(f"the deck quotes {{{{{name}}}}}, which no provider computes")
+            raise ValueError(f"text: quotes {{{{{name}}}}}, which no provider computes")
         return format(numbers[name], spec)
 
     return PLACEHOLDER.sub(one, text)
@@ -93,4 +106,4 @@ def fill(text: str, numbers: dict) -> str:
 
 def literal_numbers(text: str) -> list[str]:
     """The numbers written literally in ``text`` (placeholders removed first)."""
-    return LITERAL.findall(PLACEHOLDER.sub(" ", text))
+    return LITERAL.findall(PLACEHOLDER.sub(" ", _check_text(text)))

@@ -1,8 +1,11 @@
 """The Anki package: one note per card of the deck, its numbers filled, its math for MathJax,
 stable ids, and a command line that refuses a bad --out by name."""
 
+import errno
+import os
 import sqlite3
 import subprocess
+import tempfile
 import sys
 import zipfile
 
@@ -93,8 +96,9 @@ def test_one_language_keeps_one_side(cards):
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"path": "deck.zip"}, "must end in .apkg"),
-    ({"path": "deck.apkg", "lang": "fr"}, "lang 'fr' is not one of"),
+    ({"path": "deck.zip"}, r"^path: must end in .apkg"),
+    ({"path": ".apkg"}, r"^path: must end in .apkg \(Anki's package\) after a name"),
+    ({"path": "deck.apkg", "lang": "fr"}, r"^lang: expected one of 'both', 'en', 'zh', got 'fr'"),
 ])
 def test_bad_arguments_are_named(tmp_path, kwargs, words):
     kwargs["path"] = tmp_path / kwargs["path"]
@@ -104,11 +108,89 @@ def test_bad_arguments_are_named(tmp_path, kwargs, words):
 
 def test_the_command_writes_the_package_and_refuses_a_bad_out(tmp_path):
     out = tmp_path / "deck.apkg"
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
     done = subprocess.run([sys.executable, "-m", "grpo_lab.deck", "--out", str(out),
-                           "--lang", "en"], capture_output=True, text=True, timeout=300)
+                           "--lang", "en"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(scratch)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "cards written to" in done.stdout and zipfile.is_zipfile(out)
+    assert list(scratch.iterdir()) == []                 # genanki's SQLite file is gone too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deck.apkg", "tmpdir"]
     bad = subprocess.run([sys.executable, "-m", "grpo_lab.deck", "--out", str(tmp_path / "d.txt")],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "argument --out: must end in .apkg" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("out, words", [
+    (".apkg", "must end in .apkg (Anki's package) after a name"),
+    ("deck.zip", "must end in .apkg"),
+    ("", "must end in .apkg"),
+    ("{folder}", "must end in .apkg"),
+    ("{folder}/x.apkg/", "which is a folder"),
+])
+def test_the_command_refuses_each_bad_out_in_one_line_before_any_work(tmp_path, out, words):
+    (tmp_path / "x.apkg").mkdir()
+    out = out.format(folder=tmp_path)
+    bad = subprocess.run([sys.executable, "-m", "grpo_lab.deck", "--out", out],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr[-2000:]
+    assert bad.stderr.splitlines()[-1].startswith("python -m grpo_lab.deck: error: argument "
+                                                  "--out: ") and words in bad.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.apkg"]
+
+
+def test_a_write_that_fails_half_way_leaves_the_older_deck_and_no_partial_file(
+        tmp_path, cards, monkeypatch):
+    out = tmp_path / "deck.apkg"
+    anki.build_apkg(out, cards=cards[:2])
+    before = out.read_bytes()
+
+    def disk_full(collection, target):                  # half a zip, then ENOSPC
+        with open(target, "wb") as f:
+            f.write(b"PK\x03\x04 partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(anki, "_write_zip", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        anki.build_apkg(out, cards=cards[:3])
+    assert out.read_bytes() == before and zipfile.is_zipfile(out)
+    assert [p.name for p in tmp_path.iterdir()] == ["deck.apkg"]       # no .part left
+
+
+def test_a_build_leaves_nothing_in_the_temporary_folder(tmp_path, cards, monkeypatch):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))   # what $TMPDIR sets
+    anki.build_apkg(tmp_path / "d.apkg", cards=cards[:2])
+    assert list(scratch.iterdir()) == []
+    with pytest.raises(ValueError):
+        anki.build_apkg(tmp_path / "d.apkg", lang="fr")
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda c: anki.build_apkg(None), TypeError, r"^path: expected the .apkg file to write"),
+    (lambda c: anki.build_apkg(b"d.apkg"), TypeError, r"^path: expected the .apkg file"),
+    (lambda c: anki.build_apkg("d.apkg", lang=None), ValueError, r"^lang: expected one of"),
+    (lambda c: anki.build_apkg("d.apkg", cards=[]), ValueError, r"^cards: expected at least one"),
+    (lambda c: anki.build_apkg("d.apkg", cards="abc"), TypeError, r"^cards: expected a list of"),
+    (lambda c: anki.build_apkg("d.apkg", cards=[c[0], "x"]), TypeError,
+     r"^cards: expected a list of grpo_lab.deck.Card, got str 'x' at index 1"),
+    (lambda c: anki.build_apkg("d.apkg", cards=[c[0], c[0]]), ValueError, r"^cards: .* twice"),
+    (lambda c: anki.note_fields("card", 1, {}, {}), TypeError, r"^card: expected a grpo_lab"),
+    (lambda c: anki.note_fields(c[0], 0, {}, {}), ValueError, r"^number: expected an integer"),
+    (lambda c: anki.note_fields(c[0], 1, None, {}), TypeError, r"^nums: expected a dict"),
+    (lambda c: anki.note_fields(c[0], 1, {}, {}, lang="de"), ValueError, r"^lang: "),
+    (lambda c: anki.note_guid(3), TypeError, r"^card_id: expected a str"),
+    (lambda c: gl.deck.answer_texts(None, str), TypeError, r"^card: expected a grpo_lab.deck.Card"),
+    (lambda c: gl.deck.answer_texts(c[0], None), TypeError, r"^fill: expected a function"),
+    (lambda c: gl.deck.answer_texts(c[0], len), TypeError,
+     r"^fill: expected a function from text to text, got one that returned int"),
+])
+def test_the_anki_functions_check_their_arguments(tmp_path, monkeypatch, cards, call, exc, words):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(exc, match=words):
+        call(cards)
+    assert list(tmp_path.iterdir()) == []                  # refused before writing anything

@@ -258,5 +258,95 @@ def test_the_cheat_sheet_lists_every_question_numbered_and_linked_to_its_answer(
             assert " · " in line, card.id
     assert "{{" not in text
     assert gl.deck.questions_markdown(page="a/b.md").count('href="../chapters/09_') == len(cards)
-    with pytest.raises(ValueError, match="page must be a path"):
+    with pytest.raises(ValueError, match=r"^page: expected a path from the repository root"):
         gl.deck.questions_markdown(page="")
+
+
+# --- issue 37: hostile card files and arguments, each a CardError or a TypeError naming it ------
+
+@pytest.mark.parametrize("new, words", [
+    ("{{p_equal:.3f", r"answer: a placeholder that is not closed or not well formed near "
+                      r"'\{\{p_equal:.3f, at pass rate 0.'"),
+    ("{{ p_equal }}", r"answer: a placeholder that is not closed .* near '\{\{ p_equal \}\}"),
+    ("{{p_equal :.3f}}", r"answer: a placeholder that is not closed"),
+    ("{{}}", r"answer: a placeholder that is not closed"),
+])
+def test_a_placeholder_left_open_or_spaced_is_refused_at_load(tmp_path, new, words):
+    with pytest.raises(CardError, match=rf"^50_broken\.toml: card 'a-good-card': {words}"):
+        load_cards(broken(tmp_path, "{{p_equal:.3f}}", new))
+
+
+@pytest.mark.parametrize("text, words", [
+    ('card = "a string"\n', r"expected cards as \[\[card\]\] tables, got a card that is str 'a string'"),
+    ("card = 3\n", r"expected cards as \[\[card\]\] tables, got a card that is int 3"),
+    ('card = ["a", "b"]\n', r"expected cards as \[\[card\]\] tables, got a card that is str 'a'"),
+    ("card = [[1]]\n", r"expected cards as \[\[card\]\] tables, got a card that is a list"),
+    ("card = " + "[" * 5000 + "]" * 5000 + "\n", r"(nested too deeply|not valid TOML)"),
+    ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", r"(nested too deeply|not valid TOML)"),
+])
+def test_a_card_that_is_not_a_table_is_named_with_its_file(tmp_path, text, words):
+    with pytest.raises(CardError, match=rf"^50_broken\.toml: .*{words}"):
+        load_cards(deck_with(tmp_path, text))
+
+
+@pytest.mark.parametrize("encoding, byte", [("latin-1", r"b'\\xe9'"), ("utf-16", r"b'\\xff'")])
+def test_a_file_that_is_not_utf8_is_named_with_the_byte(tmp_path, encoding, byte):
+    folder = tmp_path / "cards"
+    folder.mkdir()
+    (folder / "50_broken.toml").write_bytes(GOOD.replace("What is", "Qu'est-ce é").encode(encoding))
+    with pytest.raises(CardError, match=rf"^50_broken\.toml: expected UTF-8 text \(TOML\), got "
+                                        rf"the byte {byte} at offset \d+"):
+        load_cards(folder)
+
+
+def test_a_folder_named_like_a_card_file_is_named(tmp_path):
+    folder = deck_with(tmp_path, GOOD)
+    (folder / "x.toml").mkdir()
+    with pytest.raises(CardError, match=r"^x\.toml: expected a card file \(TOML\), got a folder"):
+        load_cards(folder)
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda t: load_cards(3), TypeError, r"^cards_dir: expected a folder \(a str or a path\), got int 3"),
+    (lambda t: load_cards(""), ValueError, r"^cards_dir: expected a folder, got ''"),
+    (lambda t: load_cards(t / "missing"), CardError, r"^cards_dir: expected a folder of card files"),
+    (lambda t: load_cards(t / "f.toml"), CardError, r"^cards_dir: .*which is not a folder"),
+    (lambda t: load_cards(chapters_dir=1.5), TypeError, r"^chapters_dir: expected a folder"),
+    (lambda t: load_cards(numbers_=[1]), TypeError, r"^numbers_: expected None .* got a list"),
+    (lambda t: gl.deck.chapter_headings(None), TypeError, r"^stem: expected a str, got NoneType"),
+    (lambda t: gl.deck.chapter_headings("no_such"), ValueError, r"^stem: expected the name of a chapter"),
+    (lambda t: gl.deck.chapter_label(7), TypeError, r"^stem: expected a str, got int 7"),
+    (lambda t: gl.deck.anchor(None), TypeError, r"^heading: expected a str"),
+    (lambda t: markdown(topic=3), ValueError, r"^topic: expected one of 'advantages'"),
+    (lambda t: markdown(lang=None), ValueError, r"^lang: expected one of 'both', 'en', 'zh'"),
+    (lambda t: markdown(page=None), TypeError, r"^page: expected a path from the repository root"),
+    (lambda t: markdown(cards=[]), ValueError, r"^cards: expected at least one card"),
+    (lambda t: markdown(cards=["x"]), TypeError, r"^cards: expected a list of grpo_lab.deck.Card"),
+    (lambda t: gl.deck.questions_markdown(page=""), ValueError, r"^page: expected a path"),
+    (lambda t: gl.deck.questions_markdown(cards=3), TypeError, r"^cards: expected a list"),
+    (lambda t: gl.deck.render_card(None, 1), TypeError, r"^card: expected a grpo_lab.deck.Card"),
+    (lambda t: gl.deck.render_card(ONE, 1.0), TypeError, r"^number: expected an integer"),
+    (lambda t: gl.deck.render_card(ONE, 1, lang="fr"), ValueError, r"^lang: expected one of"),
+    (lambda t: gl.deck.render_card(ONE, 1, nums=[1]), TypeError, r"^nums: expected None or a dict"),
+    (lambda t: gl.deck.show(topic="nope"), ValueError, r"^topic: expected one of"),
+])
+def test_the_deck_functions_check_their_arguments_by_name(tmp_path, call, exc, words):
+    (tmp_path / "f.toml").write_text(GOOD)
+    with pytest.raises(exc, match=words):
+        call(tmp_path)
+
+
+ONE = gl.deck.Card(id="a-card", topic="advantages", chapter="01_group_advantages",
+                   section="The shape flow", question="Q?", answer="A.")
+
+
+def test_registry_functions_take_text_and_a_dict_of_numbers():
+    assert registry.fill("p = {{p:.2f}}", {"p": 0.5}) == "p = 0.50"
+    for call, exc, words in [
+            (lambda: registry.fill(None, {}), TypeError, r"^text: expected a str"),
+            (lambda: registry.fill("x", None), TypeError, r"^numbers: expected a dict"),
+            (lambda: registry.fill("{{p}}", {}), ValueError, r"^text: quotes \{\{p\}\}, which no provider"),
+            (lambda: registry.placeholders(3), TypeError, r"^text: expected a str"),
+            (lambda: registry.literal_numbers(b"1"), TypeError, r"^text: expected a str")]:
+        with pytest.raises(exc, match=words):
+            call()
