@@ -20,7 +20,8 @@ checker                                the reader writes
                                        (N, L): log pi(token t | tokens < t) on completion tokens
                                        up to and including the first EOS, 0 elsewhere
 ``check_masked_entropy(fn)``           ``fn(logits, mask) -> H``: the mean entropy (nats) of
-                                       softmax(logits) over the tokens where mask is True
+                                       softmax(logits) over the tokens where mask is True;
+                                       a -inf logit (masked out) adds 0 log 0 = 0
 ``check_accumulated_gradient(fn)``     ``fn(model, input_ids, mask, micro_batch_size, loss_fn)
                                        -> loss``: the token mean of the whole batch's loss,
                                        backward micro-batch by micro-batch, its gradient left in
@@ -32,9 +33,12 @@ checker                                the reader writes
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from grpo_lab.drills.cases import Case, Mistake, close, full, log_softmax_error
+from grpo_lab.drills.cases import (Case, Mistake, close, full, grade_dtype, log_softmax_error,
+                                   tolerance)
 from grpo_lab.drills.grading import check_cases
 from grpo_lab.drills.harness import verdict
 
@@ -172,12 +176,23 @@ def _lp_mistakes():
         return out
 
     right_mask = completion_mask
+    wrong_way = [m(_WRONG_WAY, masked(right_mask, lambda z, ids, f=f: f(z, ids)))
+                 for f in (lambda z, ids: gathered(z, ids, shift=-1), _ahead_sliced,
+                           _ahead_padded)]
+    over_positions = [m("that log_softmax normalises over the positions (dim 1): each "
+                        "position's distribution is over the vocabulary, the last axis "
+                        "(log_softmax(logits, dim=-1))",
+                        masked(right_mask, lambda z, ids, f=f: f(z, ids)))
+                      for f in (_over_positions_sliced, _over_positions_whole)]
     return [
         m("no shift: the logits at position t predict token t + 1, so token t's log-prob is "
           "read from logits[:, t - 1] (logits[:, :-1] against input_ids[:, 1:])",
           masked(right_mask, lambda z, ids: gathered(z, ids, shift=0))),
-        m("the shift goes the wrong way: token t's log-prob is read from logits[:, t - 1], "
-          "not logits[:, t + 1]", masked(right_mask, lambda z, ids: gathered(z, ids, shift=-1))),
+        *wrong_way, *over_positions,
+        m("the EOS count ran over the whole row: where pad == eos, the prompt's left padding "
+          "counts as an EOS before the completion, and every left-padded row's completion is "
+          "masked out. Count the EOS tokens in the completion's columns only "
+          "(input_ids[:, prompt_len:])", masked(_eos_seen_over_the_row)),
         m("the prompt's tokens are in the mask: only the completion (columns prompt_len on) "
           "is the policy's action", masked(to_first_eos_from(1))),
         m("the prompt's tokens are in the mask: only the completion (columns prompt_len on) "
@@ -204,6 +219,70 @@ def _lp_mistakes():
               right_mask(ids, P, eos), np.pad(np.take_along_axis(
                   z[:, :-1], ids[:, 1:, None], -1)[..., 0], ((0, 0), (1, 0))), 0.0)),
     ]
+
+
+_WRONG_WAY = ("the shift goes the wrong way: token t's log-prob is read from logits[:, t - 1] "
+              "(logits[:, :-1] against input_ids[:, 1:]), not from logits[:, t + 1] "
+              "(torch.roll(logits, -1), or logits[:, 1:] against input_ids[:, :-1])")
+
+
+def _pick(lp, ids):
+    return np.take_along_axis(lp, ids[..., None], -1)[..., 0]
+
+
+def _ahead_sliced(z, ids):
+    """log_softmax(logits[:, 1:]) gathered at input_ids[:, :-1], into columns :-1."""
+    out = np.zeros(ids.shape)
+    out[:, :-1] = _pick(_log_softmax(z[:, 1:]), ids[:, :-1])
+    return out
+
+
+def _ahead_padded(z, ids):
+    """log_softmax(logits[:, 1:]) gathered at input_ids[:, :-1], into columns 1: (as the
+    right answer pads its front)."""
+    out = np.zeros(ids.shape)
+    out[:, 1:] = _pick(_log_softmax(z[:, 1:]), ids[:, :-1])
+    return out
+
+
+def _over_positions(z):
+    with np.errstate(invalid="ignore"):
+        return z - np.logaddexp.reduce(z, axis=1, keepdims=True)
+
+
+def _over_positions_sliced(z, ids):
+    """log_softmax(logits[:, :-1], dim=1), the shift right."""
+    out = np.zeros(ids.shape)
+    out[:, 1:] = _pick(_over_positions(z[:, :-1]), ids[:, 1:])
+    return out
+
+
+def _over_positions_whole(z, ids):
+    """log_softmax(logits, dim=1)[:, :-1], the shift right."""
+    out = np.zeros(ids.shape)
+    out[:, 1:] = _pick(_over_positions(z)[:, :-1], ids[:, 1:])
+    return out
+
+
+def _eos_seen_over_the_row(ids, P, eos):
+    """The EOS count over the whole row (prompt included), then the prompt cut off."""
+    e = ids == eos
+    out = np.cumsum(e, axis=1) - e == 0
+    out[:, :P] = False
+    return out
+
+
+_LP_EPS = ("that is log(softmax + {eps}): an eps inside the log moves every log-prob (by about "
+           "{eps} / p), and a p of 0 gets log({eps}) instead of its log-prob; take "
+           "log_softmax(logits) (z - logsumexp(z)), which needs no eps")
+
+
+def _lp_with_eps(case, eps):
+    z, ids = case.inputs["logits"], case.inputs["ids"]
+    P, eos = case.inputs["P"], case.inputs["eos"]
+    out = np.zeros(ids.shape)
+    out[:, 1:] = np.log(_pick(np.exp(_log_softmax(z[:, :-1])), ids[:, 1:]) + eps)
+    return np.where(completion_mask(ids, P, eos), out, 0.0)
 
 
 def _narrowest(case, answer) -> type:
@@ -250,7 +329,11 @@ def check_completion_logprobs(fn, *, verbose=True) -> bool:
     including its first EOS (all of them if it has none), and 0 everywhere else.
     """
     say = verdict(verbose, fn)
-    return check_cases(fn, list(_lp_cases()), say, mistakes=_lp_mistakes(), extra=_lp_finite,
+    cases = list(_lp_cases())
+    return check_cases(fn, cases, _in_the_inputs_dtype(say, cases, "logits"),
+                       mistakes=_lp_mistakes(),
+                       extra=lambda c, a: (_lp_finite(c, a) or _narrower(c, a, "logits")
+                                           or _eps_in_the_log(c, a, _lp_with_eps, _LP_EPS)),
                        dtype=None, returns="the (N, L) log-probs",
                        shape_hint="; return one log-prob per position of input_ids, (N, L), "
                                   "0 outside the completion mask",
@@ -263,8 +346,16 @@ def check_completion_logprobs(fn, *, verbose=True) -> bool:
 # --- 2. the entropy from logits -------------------------------------------------------------------
 
 def _token_entropy(z):
-    lp = _log_softmax(z)
-    return -(np.exp(lp) * lp).sum(-1)                                      # (N, T) nats
+    """-sum_v p log p in nats, (N, T), with 0 log 0 = 0: a masked logit (-inf) has p = 0 and
+    adds nothing (a plain ``p * log p`` there is 0 * -inf = NaN)."""
+    lp = _log_softmax(z)                                                   # -inf where z is
+    with np.errstate(invalid="ignore"):                                    # 0 * -inf, dropped
+        return -np.where(np.isfinite(lp), np.exp(lp) * lp, 0.0).sum(-1)    # (N, T) nats
+
+
+def _finite_top(z):
+    """max |z| over each row's finite logits (a masked logit, -inf, rounds nothing)."""
+    return np.where(np.isfinite(z), np.abs(z), 0.0).max(-1)
 
 
 def _entropy_error(z):
@@ -272,20 +363,31 @@ def _entropy_error(z):
     (N, T): ``-sum p log p`` from a log-softmax off by ``E`` (:func:`log_softmax_error`) is off
     by ``sum p E (|log p| + 1)``; TRL's ``logsumexp(z) - sum p z`` with ``p`` from that same
     logsumexp is off by the logsumexp's error ``E_lse`` times ``1 + sum p |z|`` (the sum moves
-    with every ``p``), plus ``V + 2`` roundings of terms up to ``|lse| + max|z|``."""
+    with every ``p``), plus ``V + 2`` roundings of terms up to ``|lse| + max|z|``. A masked
+    logit (-inf, p = 0) adds no term and no rounding: the sums run over the finite logits and
+    ``max|z|`` is theirs, so the bound stays finite."""
     z = np.asarray(z, dtype=np.float64)
     V = z.shape[-1]
     lp = _log_softmax(z)
-    p, top = np.exp(lp), np.abs(z).max(-1)                                 # (N, T, V), (N, T)
-    E = log_softmax_error(z)
+    live = np.isfinite(z)                                                  # (N, T, V)
+    lp, z = np.where(live, lp, 0.0), np.where(live, z, 0.0)                # p = 0 there
+    p, top = np.where(live, np.exp(lp), 0.0), _finite_top(z)              # (N, T, V), (N, T)
+    E = np.abs(lp) + (V + 3) * (top[..., None] + np.log(V) + 2)           # log_softmax_error
     lse_error = (V + 3) * (top + np.log(V) + 2)                             # (N, T)
     direct = (p * E * (np.abs(lp) + 1)).sum(-1)
-    trl = lse_error * (1 + (p * np.abs(z)).sum(-1)) + (V + 2) * 2 * (top + np.log(V) + 1)
+    pz = (p * np.abs(z)).sum(-1)
+    trl = lse_error * (1 + pz) + (V + 2) * 2 * (top + np.log(V) + 1)
     return np.maximum(direct, trl)
 
 
 def _masked_mean(x, mask):
     return (x * mask).sum() / mask.sum()
+
+
+#: The entropy case whose logits hold -inf (a vocabulary entry masked out; every position keeps
+#: at least one finite logit).
+MASKED_LOGIT_CASE = ("logits with -inf entries (vocabulary entries 1 and 4 masked out at every "
+                     "position, and one position with a single finite logit, entropy 0)")
 
 
 def _ent_cases():
@@ -305,17 +407,22 @@ def _ent_cases():
              (60 * rng.normal(size=(2, 3, 7))).astype(np.float32), ragged(2, 3, [3, 2])),
             ("float32 logits near 1000", (1000 + rng.normal(size=(2, 4, 5))).astype(np.float32),
              ragged(2, 4, [4, 3])),
-            ("one token", rng.normal(size=(1, 1, 3)), np.ones((1, 1), bool))]
+            ("one token", rng.normal(size=(1, 1, 3)), np.ones((1, 1), bool)),
+            (MASKED_LOGIT_CASE, 2 * rng.normal(size=(3, 4, 6)), ragged(3, 4, [4, 2, 3]))]
     for where, z, mask in rows:
         z = np.asarray(z)
         if mask.shape[1] > 1:                                     # padding: a uniform guess
             z = np.where(mask[..., None], z, 0).astype(z.dtype)
+        if where == MASKED_LOGIT_CASE:    # entries 1 and 4 masked out everywhere (padding too),
+            z[..., [1, 4]] = -np.inf      # and position (0, 1) left one finite logit: H = 0
+            z[0, 1, [0, 3, 5]] = -np.inf
         wide = z.astype(np.float64)
         H = _token_entropy(wide)
-        spread = np.abs(wide - wide.max(-1, keepdims=True)).max()
+        top = _finite_top(wide)                                            # (N, T)
+        spread = np.where(np.isfinite(wide), wide.max(-1, keepdims=True) - wide, 0.0).max()
         yield Case(where, (torch.from_numpy(z), torch.from_numpy(mask)), _masked_mean(H, mask),
                    inputs={"logits": wide, "mask": mask},
-                   scale=_masked_mean(H, mask) + spread + np.abs(wide).max() + 1,
+                   scale=_masked_mean(H, mask) + spread + top.max() + 1,
                    bound=_masked_mean(_entropy_error(wide), mask),
                    show=lambda i, mask=mask: f"lengths {mask.sum(1).tolist()}")
 
@@ -346,7 +453,109 @@ def _ent_mistakes():
           "average of their entropies: take each token's entropy, then the mean",
           lambda z, mk: (lambda p: -(p * np.log(p)).sum())(
               (np.exp(_log_softmax(z)) * mk[..., None]).sum((0, 1)) / mk.sum())),
+        m("the masked sum was divided by the number of rows (sequences), mask.shape[0]: the "
+          "token mean divides by the number of masked tokens, mask.sum()",
+          lambda z, mk: (H(z) * mk).sum() / mk.shape[0]),
+        m("that softmax normalises over the positions (dim 1): each token's distribution is "
+          "over the vocabulary, the last axis (softmax(logits, dim=-1))",
+          lambda z, mk: _masked_mean(_plogp_sum(z - np.logaddexp.reduce(z, axis=1,
+                                                                          keepdims=True)), mk)),
     ]
+
+
+def _eps_in_the_log(case, answer, formula, what: str):
+    """The eps a reader put inside a log "against log(0)", named when the answer is that
+    formula with one of the usual eps (:data:`_EPS`) at the precision graded, on this case, and
+    the case tells it apart from the right value. Not a :class:`Mistake`: its offset (about
+    ``eps`` per term) is below float32's rounding, so as a mistake it would stand "closer"
+    than a float32 evaluation of the formula and refute that diagnosis wrongly."""
+    tol = tolerance(case, grade_dtype(answer))
+    if close(answer.values, case.expected, tol).all():
+        return None
+    for eps in _EPS:
+        with np.errstate(all="ignore"):
+            wrong = np.broadcast_to(formula(case, eps), case.expected.shape)
+        if close(answer.values, wrong, tol).all() and not close(wrong, case.expected, tol).all():
+            i = tuple(int(j) for j in np.argwhere(~close(answer.values, case.expected, tol))[0])
+            return (f"on {case.where} {'the value' if i == () else f'entry {list(i)}'} is "
+                    f"{full(answer.values[i], answer.dtype)}, expected {full(case.expected[i])}: "
+                    + what.format(eps=f"{eps:g}"))
+    return None
+
+
+#: The eps a reader adds inside a log "against log(0)".
+_EPS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-12)
+
+_ENT_EPS = ("that is -sum p log(p + {eps}): an eps inside the log moves every term (by about "
+            "{eps} for each vocabulary entry), so it is not the entropy; for 0 log 0 = 0 take "
+            "torch.xlogy(p, p), or torch.where(p > 0, p * logp, 0), which change nothing else")
+
+
+def _ent_with_eps(case, eps):
+    p = np.exp(_log_softmax(case.inputs["logits"]))
+    return _masked_mean(-(p * np.log(p + eps)).sum(-1), case.inputs["mask"])
+
+
+def _plogp_sum(lp):
+    """-sum p log p over the last axis from log-probs ``lp``, 0 log 0 = 0 (NaN stays NaN)."""
+    with np.errstate(invalid="ignore"):
+        return -np.where(lp == -np.inf, 0.0, np.exp(lp) * lp).sum(-1)
+
+
+def _ent_axis_note(problem, case) -> str:
+    """A size mismatch between the vocabulary (V) and the positions (T): a per-token quantity
+    reduced over the positions instead of the vocabulary."""
+    N, T, V = case.args[0].shape
+    sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)",
+                      problem)
+    if sizes is None or T == V or {int(sizes[1]), int(sizes[2])} != {T, V}:
+        return ""
+    return (f" (its sizes are V = {V}, the vocabulary, and T = {T}, the positions: a (N, V) "
+            "tensor met the (N, T) mask, so this is a sum over the wrong axis. Each token's "
+            "entropy sums over the vocabulary, the last axis: .sum(-1), giving (N, T))")
+
+
+def _narrower(case, answer, name: str, arg: str = "logits"):
+    """A float32 answer where the statement asks for the dtype of ``case.args[0]`` (float64)."""
+    given = str(case.args[0].dtype).removeprefix("torch.")
+    if answer.dtype != "float32" or given != "float64":
+        return None
+    return (f"on {case.where} your function returned float32 for float64 {name}: the drill "
+            f"asks for the {name}' dtype (float64 here), and float32 keeps about 7 of its 16 "
+            "digits. A buffer made without dtype= (torch.zeros(shape), torch.tensor(...)) is "
+            f"float32, torch's default: make it with dtype={arg}.dtype, or "
+            "with new_zeros, and keep every step in that dtype")
+
+
+#: grading's advice to a float64 answer off by a float32 rounding, which these drills cannot
+#: take where the inputs are float64: the statement fixes the output's dtype to theirs.
+KEEP_FLOAT32 = (", or return the float32 result as float32, which is graded at float32's "
+                "precision")
+
+
+def _in_the_inputs_dtype(say, cases, name: str):
+    """``say``, its advice to return a float32 result as float32 dropped on the cases whose
+    inputs are float64 (the drill asks for the {name}' dtype, and :func:`_narrower` refuses
+    float32 there)."""
+    wide = [c.where for c in cases if str(c.args[0].dtype) == "torch.float64"]
+
+    def said(ok, message):
+        if KEEP_FLOAT32 in message and any(message.startswith(f"on {w} ") for w in wide):
+            message = message.replace(KEEP_FLOAT32, f": the drill asks for the {name}' dtype, "
+                                                    "float64 here")
+        return say(ok, message)
+    return said
+
+
+def _a_float_in_the_logits_dtype(fn):
+    """The reader's function, its Python float result (the statement allows "a float") read in
+    the logits' dtype: a float from float32 logits holds float32's digits."""
+    def answer(logits, mask):
+        out = fn(logits, mask)
+        if type(out) is float:                                      # .item(), float(...)
+            return np.asarray(out, dtype=str(logits.dtype).removeprefix("torch."))
+        return out
+    return answer
 
 
 def _ent_finite(case, answer):
@@ -358,9 +567,16 @@ def _ent_finite(case, answer):
     dtype = _narrowest(case, answer)
     info, name = np.finfo(dtype), np.dtype(dtype).name
     z, mask = case.inputs["logits"], case.inputs["mask"]
-    low = float(_log_softmax(z)[mask].min())
-    top = float(np.abs(z[mask]).max())
     text = f"on {case.where} the entropy is {answer.values.item()}"
+    masked = np.isneginf(z)
+    if masked.any() and np.isnan(answer.values).all():
+        return text + (": these logits hold -inf (vocabulary entries masked out), where "
+                       "p = 0 exactly and log p = -inf, so p * log p "
+                       "(or TRL's p * z) is 0 * -inf = NaN at a masked logit, and the NaN "
+                       "reaches the mean. Take 0 log 0 = 0: H = -torch.xlogy(p, p).sum(-1) "
+                       "with p = softmax(logits), or torch.where(p > 0, p * logp, 0)")
+    low = float(np.where(masked, 0.0, _log_softmax(z))[mask].min())
+    top = float(np.where(masked, 0.0, np.abs(z))[mask].max())
     causes = []
     if low < np.log(info.tiny):
         causes.append(f"some probabilities here are exp({low:.0f}), below the smallest normal "
@@ -374,23 +590,31 @@ def _ent_finite(case, answer):
                        "logits, so look for a log of 0 or a 0 / 0 in the formula")
     said = causes[0] if len(causes) == 1 else (
         "two things give NaN on these logits: " + "; or ".join(causes))
-    return text + ": " + said + (". Compute log p = log_softmax(z) (finite), then "
-                                 "-(exp(log p) * log p).sum(-1)")
+    return text + ": " + said + (". Compute p = softmax(z) (shifted by the max), then "
+                                 "-torch.xlogy(p, p).sum(-1), where 0 log 0 = 0")
 
 
 def check_masked_entropy(fn, *, verbose=True) -> bool:
     """Check ``fn(logits, mask) -> H``: the mean entropy, in nats, of softmax(logits) over the
-    tokens where mask is True. ``logits`` (N, T, V), ``mask`` (N, T) bool; one number.
+    tokens where mask is True. ``logits`` (N, T, V), ``mask`` (N, T) bool; one number. The
+    logits may hold -inf (a vocabulary entry masked out; every position keeps at least one
+    finite logit), whose p log p counts as 0 (0 log 0 = 0).
     """
     say = verdict(verbose, fn)
-    return check_cases(fn, list(_ent_cases()), say, mistakes=_ent_mistakes(), extra=_ent_finite,
+    cases = list(_ent_cases())
+    return check_cases(_a_float_in_the_logits_dtype(fn), cases,
+                       _in_the_inputs_dtype(say, cases, "logits"),
+                       mistakes=_ent_mistakes(), broadcast_hint=_ent_axis_note,
+                       extra=lambda c, a: (_ent_finite(c, a) or _narrower(c, a, "logits")
+                                           or _eps_in_the_log(c, a, _ent_with_eps, _ENT_EPS)),
                        dtype=None, returns="the mean entropy (one number)",
                        shape_hint="; the drill asks for one number, the mean over the masked "
                                   "tokens",
                        signature="my_entropy(logits, mask)",
-                       passed="token entropies from log_softmax, averaged over the masked "
-                              "tokens: worked example, ragged float32, N == T, peaked logits "
-                              "and logits near 1000 are all right")
+                       passed="token entropies with 0 log 0 = 0, averaged over the masked "
+                              "tokens: worked example, ragged float32, N == T, peaked logits, "
+                              "logits near 1000 and -inf logits (masked vocabulary entries) "
+                              "are all right")
 
 
 # --- 3. gradient accumulation with a global normaliser -------------------------------------------

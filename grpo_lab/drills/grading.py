@@ -242,7 +242,8 @@ def check_cases(fn, cases, say, *, passed, mistakes=(), fixed: str | None = None
     arguments (a keyword the function does not take). ``call_options`` go to
     :func:`harness.call` (``shape_hint``, ``returns``, ``dtype``), except ``broadcast_hint``,
     which follows an exception about broadcasting only when its sizes show that mistake
-    (:func:`broadcast_note`).
+    (:func:`broadcast_note`), or is a function ``(problem, case) -> text`` that reads the sizes
+    itself (a drill whose first input is not (N, T)).
     """
     runs, failed, verdict_text = [], None, None
     hint = call_options.pop("broadcast_hint", "")
@@ -251,7 +252,8 @@ def check_cases(fn, cases, say, *, passed, mistakes=(), fixed: str | None = None
                                shape=case.expected.shape, **call_options)
         if problem is not None and " raised " in problem and (
                 "broadcast" in problem or "must match the size" in problem):
-            problem += broadcast_note(problem, case, hint)
+            problem += (hint(problem, case) if callable(hint)
+                        else broadcast_note(problem, case, hint))
         if problem is not None:
             if failed is None:
                 wrong_call = any(words in problem for words in (

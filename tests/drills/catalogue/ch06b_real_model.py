@@ -90,6 +90,49 @@ def _lp_rolled(logits, input_ids, prompt_len, eos_id):
     return tok * _mask(input_ids, prompt_len, eos_id)
 
 
+def _lp_ahead_sliced(logits, input_ids, prompt_len, eos_id):
+    """logits[:, 1:] against input_ids[:, :-1]: the shift the wrong way, by slicing."""
+    out = logits.new_zeros(input_ids.shape)
+    out[:, :-1] = logits[:, 1:].log_softmax(-1).gather(-1, input_ids[:, :-1, None]).squeeze(-1)
+    return out * _mask(input_ids, prompt_len, eos_id)
+
+
+def _lp_ahead_padded(logits, input_ids, prompt_len, eos_id):
+    """The same wrong slices, the front padded with a 0 as the right answer does."""
+    import torch
+    tok = logits[:, 1:].log_softmax(-1).gather(-1, input_ids[:, :-1, None]).squeeze(-1)
+    return torch.nn.functional.pad(tok, (1, 0)) * _mask(input_ids, prompt_len, eos_id)
+
+
+def _lp_float32_buffer(logits, input_ids, prompt_len, eos_id):
+    """torch.zeros without dtype=: a float32 buffer, whatever the logits' dtype."""
+    import torch
+    out = torch.zeros(input_ids.shape)                                    # float32
+    out[:, 1:] = logits[:, :-1].log_softmax(-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return out * _mask(input_ids, prompt_len, eos_id)
+
+
+def _lp_eps(logits, input_ids, prompt_len, eos_id):
+    p = logits[:, :-1].softmax(-1)
+    out = logits.new_zeros(input_ids.shape)
+    out[:, 1:] = (p + 1e-10).log().gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return out * _mask(input_ids, prompt_len, eos_id)
+
+
+def _lp_over_positions(logits, input_ids, prompt_len, eos_id):
+    out = logits.new_zeros(input_ids.shape)
+    out[:, 1:] = logits[:, :-1].log_softmax(1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    return out * _mask(input_ids, prompt_len, eos_id)
+
+
+def _eos_counted_over_the_row(input_ids, prompt_len, eos_id):
+    """cumsum over the whole row: with pad == eos the left padding counts as an EOS."""
+    e = (input_ids == eos_id).long()
+    mask = (e.cumsum(1) - e) == 0
+    mask[:, :prompt_len] = False
+    return mask
+
+
 def _lp_with_mask(make_mask):
     def fn(logits, input_ids, prompt_len, eos_id):
         out = logits.new_zeros(input_ids.shape)
@@ -178,6 +221,16 @@ _LOGPROBS = Drill("check_completion_logprobs", "6b", rights=(
     _lp_logaddexp_reversed), wrongs=(
     Wrong("no shift: logits[:, t] scored against token t", _lp_no_shift, "no shift"),
     Wrong("torch.roll(logits, -1): the shift the wrong way", _lp_rolled, "the wrong way"),
+    Wrong("logits[:, 1:] against input_ids[:, :-1], into columns :-1", _lp_ahead_sliced,
+          "the wrong way"),
+    Wrong("logits[:, 1:] against input_ids[:, :-1], the front padded", _lp_ahead_padded,
+          "the wrong way"),
+    Wrong("log_softmax over the positions (dim 1)", _lp_over_positions, "over the positions"),
+    Wrong("the EOS cumsum over the whole row (pad == eos: the padding counts)",
+          _lp_with_mask(_eos_counted_over_the_row), "the EOS count ran over the whole row"),
+    Wrong("log(softmax + 1e-10)", _lp_eps, "log(softmax + 1e-10)"),
+    Wrong("a float32 buffer (torch.zeros without dtype=) for float64 logits",
+          _lp_float32_buffer, "the logits' dtype"),
     Wrong("the prompt in the mask (attention-mask style)", _lp_with_mask(_prompt_too),
           "the prompt's tokens are in the mask"),
     Wrong("post-EOS tokens in the mask (every completion column)",
@@ -205,15 +258,19 @@ _LOGPROBS = Drill("check_completion_logprobs", "6b", rights=(
 # --- 2. the entropy from logits ------------------------------------------------------------------
 
 def _ent_right(logits, mask):
-    logp = logits.log_softmax(-1)                                         # (N, T, V)
-    H = -(logp.exp() * logp).sum(-1)                                      # (N, T)
+    """The chapter's solution: p log p with 0 log 0 = 0 by torch.xlogy (a masked logit, -inf,
+    has p = 0 and adds nothing)."""
+    import torch
+    p = logits.softmax(-1)                                                # (N, T, V)
+    H = -torch.xlogy(p, p).sum(-1)                                        # (N, T)
     return (H * mask).sum() / mask.sum()
 
 
 def _ent_logsumexp(logits, mask):
-    """H = logsumexp(z) - sum_v p_v z_v, TRL's entropy_from_logits written out."""
+    """H = logsumexp(z) - sum_v p_v z_v, TRL's form, with a masked logit's -inf set to 0 first
+    (its p is 0, so it adds nothing; left as -inf, p * z is 0 * -inf = NaN)."""
     p = logits.softmax(-1)
-    H = logits.logsumexp(-1) - (p * logits).sum(-1)
+    H = logits.logsumexp(-1) - (p * logits.nan_to_num(neginf=0.0)).sum(-1)
     return H[mask].mean()
 
 
@@ -228,11 +285,13 @@ def _ent_torch_distribution(logits, mask):
 
 
 def _ent_loop(logits, mask):
+    """One token at a time in float64, the masked-out entries skipped; a Python float."""
     total, count = 0.0, 0
     for n in range(logits.shape[0]):
         for t in range(logits.shape[1]):
             if bool(mask[n, t]):
                 logp = logits[n, t].double().log_softmax(-1)
+                logp = logp[logp > -math.inf]                             # 0 log 0 = 0
                 total += float(-(logp.exp() * logp).sum())
                 count += 1
     return total / count
@@ -245,6 +304,11 @@ def _ent_where(logits, mask):
     return -(plogp.sum(-1) * mask).sum() / mask.sum()
 
 
+def _ent_item(logits, mask):
+    """The statement allows a float: .item() of the logits' dtype's result."""
+    return _ent_right(logits, mask).item()
+
+
 def _ent_of(token_entropy, reduce):
     def fn(logits, mask):
         return reduce(token_entropy(logits), mask)
@@ -252,8 +316,44 @@ def _ent_of(token_entropy, reduce):
 
 
 def _H(logits):
+    import torch
+    p = logits.softmax(-1)
+    return -torch.xlogy(p, p).sum(-1)
+
+
+def _ent_log_softmax_exp(logits, mask):
+    """The old solution: -(exp(logp) * logp), NaN at a masked logit (0 * -inf)."""
     logp = logits.log_softmax(-1)
-    return -(logp.exp() * logp).sum(-1)
+    H = -(logp.exp() * logp).sum(-1)                                      # (N, T)
+    return (H * mask).sum() / mask.sum()
+
+
+def _ent_trl_form(logits, mask):
+    """TRL's logsumexp(z) - sum p z, with -inf left in z: 0 * -inf = NaN."""
+    p = logits.softmax(-1)
+    H = logits.logsumexp(-1) - (p * logits).sum(-1)
+    return H[mask].mean()
+
+
+def _ent_eps(eps):
+    def fn(logits, mask):
+        p = logits.softmax(-1)
+        H = -(p * (p + eps).log()).sum(-1)                                # "guards" log(0)
+        return (H * mask).sum() / mask.sum()
+    return fn
+
+
+def _ent_wrong_axis_sum(logits, mask):
+    p = logits.softmax(-1)
+    H = -(p * logits.log_softmax(-1)).nan_to_num().sum(1)                 # (N, V), over T
+    return (H * mask).sum() / mask.sum()
+
+
+def _ent_softmax_over_positions(logits, mask):
+    import torch
+    p = logits.softmax(1)                                                 # over T, not V
+    H = -torch.xlogy(p, p).sum(-1)
+    return (H * mask).sum() / mask.sum()
 
 
 def _ent_naive(logits, mask):
@@ -280,18 +380,20 @@ def _ent_in_place(logits, mask):
 
 
 def _ent_trl_logaddexp(logits, mask):
-    """TRL's logsumexp(z) - sum p z in float64 NumPy, p from that same np.logaddexp.reduce:
-    ~1.9e-11 off near logits of 1000, within the bound the checker allows at float64."""
+    """TRL's logsumexp(z) - sum p z in float64 NumPy, p from that same np.logaddexp.reduce, a
+    masked logit's p z taken as 0: ~1.9e-11 off near logits of 1000, within the bound the
+    checker allows at float64."""
     import numpy as np
     z, keep = logits.double().numpy(), mask.numpy().astype(bool)
     lse = np.logaddexp.reduce(z, axis=-1)                                 # (N, T)
     p = np.exp(z - lse[..., None])
-    return (lse - (p * z).sum(-1))[keep].mean()
+    pz = np.where(p > 0, p * np.where(np.isfinite(z), z, 0.0), 0.0)
+    return (lse - pz.sum(-1))[keep].mean()
 
 
 _ENTROPY = Drill("check_masked_entropy", "6b", rights=(
     _ent_right, _ent_logsumexp, _ent_float64, _ent_torch_distribution, _ent_loop, _ent_where,
-    _ent_trl_logaddexp),
+    _ent_trl_logaddexp, _ent_item),
     wrongs=(
     Wrong("the wrong sign (sum p log p)", _ent_of(lambda z: -_H(z),
                                                   lambda H, m: (H * m).sum() / m.sum()),
@@ -300,6 +402,8 @@ _ENTROPY = Drill("check_masked_entropy", "6b", rights=(
           "the padded positions entered the mean"),
     Wrong("masked sum over N * T", _ent_of(_H, lambda H, m: (H * m).sum() / m.numel()),
           "divide by mask.sum()"),
+    Wrong("masked sum over the number of rows N",
+          _ent_of(_H, lambda H, m: (H * m).sum() / m.shape[0]), "the number of rows"),
     Wrong("the mean of per-sequence means",
           _ent_of(_H, lambda H, m: ((H * m).sum(1) / m.sum(1)).mean()),
           "the mean of each sequence's mean entropy"),
@@ -313,6 +417,16 @@ _ENTROPY = Drill("check_masked_entropy", "6b", rights=(
     Wrong("the entropy of the average distribution", _ent_of_mean,
           "the entropy of the tokens' average distribution"),
     Wrong("p * log(p) with p from softmax (0 * -inf = NaN)", _ent_naive, "0 * -inf = NaN"),
+    Wrong("-(exp(logp) * logp), NaN at a masked logit (the old solution)",
+          _ent_log_softmax_exp, "0 * -inf = NaN at a masked logit"),
+    Wrong("TRL's logsumexp(z) - sum p z with -inf left in z", _ent_trl_form,
+          "0 * -inf = NaN at a masked logit"),
+    Wrong("p * log(p + 1e-10), an eps in the log", _ent_eps(1e-10), "log(p + 1e-10)"),
+    Wrong("p * log(p + 1e-8), an eps in the log", _ent_eps(1e-8), "log(p + 1e-08)"),
+    Wrong("the token entropy summed over the positions (dim 1), not the vocabulary",
+          _ent_wrong_axis_sum, "a sum over the wrong axis"),
+    Wrong("softmax over the positions (dim 1), not the vocabulary",
+          _ent_softmax_over_positions, "over the positions"),
     Wrong("exp(z) without the max shift (overflows near 1000)", _ent_naive_exp,
           "exp of an unshifted logit overflows to inf"),
     Wrong("returns the per-token entropies (N, T)", lambda logits, mask: _H(logits) * mask,
@@ -322,6 +436,8 @@ _ENTROPY = Drill("check_masked_entropy", "6b", rights=(
     Wrong("float32 entropy returned as float64 (outside the float64 bound)",
           lambda logits, mask: _ent_right(logits.float(), mask.float()).double(),
           "is within what float32 rounding gives here"),
+    Wrong("a float32 result for float64 logits",
+          lambda logits, mask: _ent_right(logits.float(), mask), "the logits' dtype"),
     Wrong("logits.sub_(max) on the caller's logits", _ent_in_place, "modified its input"),
     Wrong("an endless loop", _hangs, "did not finish"),
 ))
