@@ -10,6 +10,8 @@ Name                             Where it is taught (chapter 6b's sections)
 ===============================  ==============================================================
 ``build_tokenizer``              the model and the prompt template: a character tokenizer
 ``stop_ids``                     the ids a completion stops at (``STOP_TOKENS``)
+``build_bpe_tokenizer``          a byte-level BPE like a real LLM's: ``tag_pieces``,
+                                 ``retokenized``, ``bos_count`` show what changes
 ``prompt_messages``              chapter 6's prompt as chat messages (``CHAT_TEMPLATE``,
                                  ``R1_ZERO_SYSTEM``)
 ``build_model``, ``save_local``  a small Llama / Qwen2 causal LM; a folder TRL can reload
@@ -59,6 +61,8 @@ from __future__ import annotations
 
 from grpo_lab.hf.accumulate import (MICRO_WEIGHTS, accumulate, micro_batches, micro_mean_weights,
                                     micro_weights)
+from grpo_lab.hf.bpe import (BPE_CHAT_TEMPLATE, bos_count, bpe_corpus, build_bpe_tokenizer,
+                             retokenized, tag_pieces)
 from grpo_lab.hf.batch import (Completions, completion_mask, completion_mask_plain,
                                encode_prompts, left_pad, left_pad_plain, sample)
 from grpo_lab.hf.importance import (IS_MODES, is_weights, sequence_masked_is_plain,
@@ -80,7 +84,8 @@ from grpo_lab.hf.trl_run import (TRL_VERSION, TRLRun, addition_dataset, grpo_con
                                  run_trl, shared_folder, trl_trainer)
 from grpo_lab.hf.warmstart import ANSWER_KINDS, format_text, warm_start
 
-__all__ = ["ANSWER_KINDS", "ARCHITECTURES", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIGHT", "IS_MODES",
+__all__ = ["ANSWER_KINDS", "ARCHITECTURES", "BPE_CHAT_TEMPLATE", "bos_count", "bpe_corpus",
+           "build_bpe_tokenizer", "retokenized", "tag_pieces", "CHAT_TEMPLATE", "EOS", "FORMAT_WEIGHT", "IS_MODES",
            "MICRO_WEIGHTS", "PAD", "R1_ZERO_SYSTEM", "STOP_TOKENS", "TRL_VERSION", "VOCAB", "BatchCapture",
            "Completions", "CrossCheck", "StepConfig", "StepOutput", "TRLRun", "accumulate",
            "addition_dataset", "addition_rewards", "build_model", "build_tokenizer",
