@@ -10,8 +10,9 @@ points that stand for ``grpo_lab.perf.bench``, ``grpo_lab.rl.train`` and ``grpo_
 Two workers (pytest-xdist, ``-n auto --dist loadfile`` in pyproject.toml): CI's machine has two
 cores and most tests use one. Each test file is one unit of work, so a notebook's cells run in
 order in one kernel (nbval) and a module's fixtures are built once; the book is built once for
-all workers (tests/conftest.py, fixture ``site``, under a file lock). The longest units go
-first (the files that read the site, then the chapters), so no worker is left with a long tail.
+all workers (tests/conftest.py, fixture ``site``, under a file lock), from the chapters' stored
+outputs: nbval executes each chapter once per run. The longest units go first (the browser
+test, the chapters), so no worker is left with a long tail.
 (``--dist loadgroup`` would group by mark, but xdist 3.8.0 writes the group into
 ``item._nodeid``, which pytest 9 no longer reads: it split a chapter's cells across workers.)
 """
@@ -43,6 +44,12 @@ MAX_WORKERS = 4
 # is imported, and inherited by nbval's kernels and every subprocess.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# nbval's kernels describe every figure they show (alt text in the output metadata), as the
+# kernel of scripts/execute_chapters.py does, so tests/nbval_strict.py can compare the stored
+# alt text, which the site shows, with a fresh one.
+os.environ["PYTHONSTARTUP"] = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "tests", "site", "kernel_startup.py")
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
@@ -57,13 +64,19 @@ def builds_the_site(item) -> bool:
 
 
 LONGEST = ("tests/rl/test_default_run.py", "chapters/06_training_loop.ipynb")  # ~1.5 min each
+BROWSER = "tests/site/test_browser.py"  # the longest unit that reads the site: it builds it
 
 
 def pytest_collection_modifyitems(config, items):
+    """The browser test first (its worker builds the site from the stored outputs, about a
+    minute, then browses it), the longest units and the chapters next, the other files that
+    read the site after them (the site is built by then, so no worker waits on its lock), the
+    rest last. pyproject.toml's --no-loadscope-reorder keeps this order: by default xdist
+    sorts the files by how many tests each holds, which put the site and the chapters last."""
     site_files = {item.nodeid.split("::")[0] for item in items if builds_the_site(item)}
 
     def rank(item):
         path = item.nodeid.split("::")[0]
-        return (0 if path in site_files else 1 if path in LONGEST
-                else 2 if path.startswith("chapters/") else 3)
+        return (0 if path == BROWSER else 1 if path in LONGEST
+                else 2 if path.startswith("chapters/") else 3 if path in site_files else 4)
     items.sort(key=rank)                                                  # a stable sort

@@ -11,8 +11,8 @@ outputs and numbers stay as they were; only ``metadata["image/png"]["alt"]`` is 
 
     python scripts/figure_alt_text.py chapters/05_rewards.ipynb [more chapters ...]
 
-Re-executing a chapter (jupyter nbconvert --execute --inplace) after this keeps them too,
-for every figure drawn after its first ``gl.book.chNN`` import; this script covers the rest.
+Re-executing a chapter with ``python scripts/execute_chapters.py`` stores every figure's alt
+text (and the sliders' frames) as it runs; this script is for a chapter stored without them.
 """
 
 from __future__ import annotations

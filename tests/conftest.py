@@ -23,7 +23,10 @@ def build_site(out: Path) -> Path:
     cmd = [str(jb) if jb.exists() else shutil.which("jupyter-book"), "build", str(ROOT),
            "--path-output", str(out), "-W", "-n", "--keep-going"]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    # the chapters' stored outputs, not a second execution (nbval runs each chapter in this
+    # run and tests/nbval_strict.py checks the frames and alt text they store; _ext item 15)
+    env = dict(os.environ, GRPO_LAB_STORED_OUTPUTS="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     print(f"\nbook built in {time.perf_counter() - start:.1f} s into {out}")
     (out / "built").write_text("ok")
@@ -33,10 +36,13 @@ def build_site(out: Path) -> Path:
 @pytest.fixture(scope="session")
 def site(tmp_path_factory):
     """Build the book once per test run, as the README does (warnings are errors, nitpicky
-    references), into a fresh folder so that every chapter is executed; return ``_build/html``.
+    references), into a fresh folder; return ``_build/html``.
 
-    The build executes the chapters as the site does (static slider frames, alt text), which
-    nbval's run does not. Under pytest-xdist the workers share one build: the first to ask
+    The chapters are not executed a second time: the build renders their stored outputs
+    (``GRPO_LAB_STORED_OUTPUTS=1``), which scripts/execute_chapters.py writes with the static
+    slider frames and alt text, and which nbval proves current in the same run (its
+    tagged outputs; tests/nbval_strict.py: the stored alt text and the sliders' start frame).
+    Under pytest-xdist the workers share one build: the first to ask
     builds it under a file lock in the run's common temporary folder, the others wait for it
     and read it; meanwhile the other workers run the rest."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")

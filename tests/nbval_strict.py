@@ -5,6 +5,9 @@ tests.nbval_strict`` loads it anywhere (tests/site/test_timeouts.py does, on a n
 for the purpose).
 """
 
+import html
+import re
+
 import pytest
 
 
@@ -26,3 +29,65 @@ def pytest_runtest_makereport(item, call):
             del report.wasxfail
         report.longrepr = (f"{item.nodeid}: a cell of this notebook ran past the cell timeout "
                            f"(--nbval-cell-timeout), so this cell's result does not count")
+
+
+# --- what the site shows from a chapter's stored outputs is current --------------------------
+#
+# The test run's site is built from the chapters' stored outputs (tests/conftest.py), so what
+# only the site shows must be proven current here, where nbval executes each chapter: the alt
+# text of the figures in the cells nbval checks, and each static slider's start frame (its
+# alt text: the figure's title, panels and axes; scripts/execute_chapters.py stores them).
+# Both are read from the kernel's fresh outputs (tests/site/kernel_startup.py describes them).
+
+FRAME_ALT = re.compile(r'<img class="gl-frames-figure"[^>]*?\salt="([^"]*)"')
+RERUN = "re-execute it with python scripts/execute_chapters.py"
+
+
+def figure_alts(outputs) -> list:
+    return [(o.get("metadata") or {}).get("image/png", {}).get("alt")
+            for o in outputs if "image/png" in (o.get("data") or {})]
+
+
+def stored_frame_alt(outputs):
+    for o in outputs:
+        page = (o.get("data") or {}).get("text/html", "")
+        page = "".join(page) if isinstance(page, list) else page
+        found = FRAME_ALT.search(page)
+        if found:
+            return html.unescape(found.group(1))
+    return None
+
+
+def stale_site_outputs(cell, fresh, checked) -> list:
+    """What the stored ``cell`` shows on the site that its ``fresh`` outputs contradict."""
+    stored = cell.get("outputs", [])
+    problems = []
+    frame = stored_frame_alt(stored)
+    fresh_alts = [a for a in figure_alts(fresh) if a]
+    if "gl.book." in "".join(cell.get("source", "")) and "_explorer(" in "".join(
+            cell.get("source", "")):
+        if frame is None:
+            problems.append("a slider cell stores no static frames (the site shows none)")
+        elif fresh_alts and not frame.startswith(fresh_alts[0]):
+            problems.append(f"the slider's stored start frame shows {frame[:160]!r}; "
+                            f"now it shows {fresh_alts[0][:160]!r}")
+    elif checked and fresh_alts:
+        old = figure_alts(stored)
+        if len(old) == len(figure_alts(fresh)) and old != figure_alts(fresh):
+            problems.append(f"stored figure alt texts {old} differ from fresh "
+                            f"{figure_alts(fresh)}")
+    return problems
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    fresh = getattr(item, "test_outputs", None)
+    cell = getattr(item, "cell", None)
+    if fresh is not None and cell is not None and hasattr(item, "options"):
+        problems = stale_site_outputs(cell, fresh, bool(item.options.get("check")))
+        if problems:
+            pytest.fail(f"{item.nodeid}: the site shows this cell's stored outputs, which are "
+                        f"stale: {'; '.join(problems)}; {RERUN} {item.nodeid.split('::')[0]}",
+                        pytrace=False)
+    return result

@@ -127,7 +127,7 @@ def test_chapter_is_stored_as_one_complete_run(path):
     counts = [c.get("execution_count") for c in cells]
     assert counts == list(range(1, len(cells) + 1)), (
         f"{path.name}: execution counts {counts}; re-execute the chapter top to bottom "
-        "(jupyter nbconvert --to notebook --execute --inplace)")
+        "(python scripts/execute_chapters.py)")
     errors = [i for i, c in enumerate(cells) for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, f"{path.name}: code cells {errors} stored an error"
