@@ -67,6 +67,7 @@ from grpo_lab.drills.ch06_training import check_grpo_loss
 from grpo_lab.drills.ch06b_real_model import (check_accumulated_gradient,
                                               check_completion_logprobs, check_masked_entropy,
                                               check_sequence_is_weight)
+from grpo_lab.drills.ch06c_clinic import check_diagnosis, mystery_log  # ch. 6c, not in __all__
 from grpo_lab.drills.ch07_performance import check_blocked_advantages, check_surrogate_grad
 from grpo_lab.drills.ch08_process import check_process_advantages
 from grpo_lab.drills.proof import load_catalogue, proof_table
