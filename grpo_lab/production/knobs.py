@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from grpo_lab.numerics.validate import describe
+
 __all__ = ["KNOBS_FILE", "KNOB_MAP", "SOURCES", "SYSTEMS", "Cite", "Row", "Source",
            "check_knobs_data", "knob_map_markdown", "knob_sources", "knob_table", "parse_cite",
            "read_knobs"]
@@ -68,11 +70,14 @@ class Cite:
 def parse_cite(text: str) -> Cite:
     """``"T2:2787 / (std_rewards + 1e-4)"`` -> ``Cite("T2", 2787, "/ (std_rewards + 1e-4)")``;
     ``"grpo_lab"`` -> ``Cite("grpo_lab")``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a citation 'KEY:LINE ANCHOR' (or 'grpo_lab') as a str, "
+                        f"got {describe(text)}")
     if text == "grpo_lab":
         return Cite("grpo_lab")
-    match = _CITE.fullmatch(text) if isinstance(text, str) else None
+    match = _CITE.fullmatch(text)
     if match is None:
-        raise ValueError(f"knobs: expected a citation 'KEY:LINE ANCHOR' (or 'grpo_lab'), "
+        raise ValueError(f"text: expected a citation 'KEY:LINE ANCHOR' (or 'grpo_lab'), "
                          f"got {text!r}")
     return Cite(match["key"], int(match["line"]), match["anchor"])
 
@@ -139,7 +144,7 @@ def _cited_keys(cites):
     """The source keys of a list of citation strings, or None if one is malformed."""
     try:
         return [parse_cite(c).key for c in cites]
-    except ValueError:
+    except (TypeError, ValueError):
         return None
 
 

@@ -21,8 +21,8 @@ import torch
 from grpo_lab.core.neighbour_advantages import check_reinforce_pp_arguments
 from grpo_lab.core.neighbour_losses import check_cispo_options, check_sapo_options
 from grpo_lab.torch.surrogate import check_adv, check_logp_pair, probability_ratio
-from grpo_lab.numerics.validate import (as_float_array, cast_result, check_shape, common_dtype,
-                                        same_device, working_dtype)
+from grpo_lab.numerics.validate import (as_float_array, as_mask, cast_result, check_shape,
+                                        common_dtype, same_device, working_dtype)
 
 __all__ = ["check_loss_arguments", "cispo_loss", "cispo_weight", "reinforce_pp_advantages",
            "remax_advantages", "sapo_gate", "sapo_loss"]
@@ -134,10 +134,10 @@ def reinforce_pp_advantages(rewards, mask=None, *, baseline="none", eps=1e-8, dd
     r, out_dtype = as_float_array("rewards", rewards, ndim=2, shape_doc=" of shape (B, G)",
                                   backend="torch")
     m = None
-    if mask is not None:
-        as_float_array("mask", mask, ndim=2, shape_doc=" of shape (B*G, T)", backend="torch")
-        same_device("rewards", r, mask=mask)
-        m = mask.detach().cpu().numpy()
+    if mask is not None:                    # 0/1 or bools of any dtype (bfloat16 too), as bools
+        m = as_mask("mask", mask, None, " of shape (B*G, T)", backend="torch")
+        same_device("rewards", r, mask=m)
+        m = m.detach().cpu().numpy()
     _, w, _, eps, ddof, baseline = check_reinforce_pp_arguments(
         r.detach().cpu().to(torch.float64).numpy(), m, eps, ddof, baseline)   # the one check
     x = r.to(torch.float64)                                              # (B, G)

@@ -179,8 +179,14 @@ def test_a_citation_is_key_line_and_anchor():
                                                                              "/ (std + 1e-4)")
     assert gl.presets.parse_cite("grpo_lab") == gl.presets.Cite("grpo_lab")
     assert str(gl.presets.Cite("V1", 85, "a.b")) == "V1 l. 85"
-    for bad in ("T2", "T2:0 x", "T2:12", "T2 12 x", 3):
-        with pytest.raises(ValueError, match="expected a citation 'KEY:LINE ANCHOR'"):
+    for bad in ("T2", "T2:0 x", "T2:12", "T2 12 x", ""):
+        with pytest.raises(ValueError, match=r"^text: expected a citation 'KEY:LINE ANCHOR' .*"
+                                             rf"got {re.escape(repr(bad))}$"):
+            gl.presets.parse_cite(bad)
+    # issue 37, a regression: the error on None (or another non-str) names the argument, text
+    for bad, got in ((None, "NoneType None"), (3, "int 3"), (["T2:1 x"], "a list of length 1")):
+        with pytest.raises(TypeError, match=rf"^text: expected a citation 'KEY:LINE ANCHOR' "
+                                            rf"\(or 'grpo_lab'\) as a str, got {re.escape(got)}$"):
             gl.presets.parse_cite(bad)
 
 

@@ -153,3 +153,50 @@ def test_low_precision_and_inference_mode():
 def test_bad_input_is_named(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+# --- issue 37: a mask in any 0/1 dtype, and every argument of every neighbour named -------------
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int64,
+                                   torch.uint8, torch.bool])
+def test_reinforce_pp_takes_a_mask_of_any_01_dtype(dtype):
+    rewards = torch.tensor([[1.0, 0.0], [0.5, 0.5]])                  # B = 2, G = 2
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])  # (B*G, T)
+    got = T.reinforce_pp_advantages(rewards, mask.to(dtype))
+    expected = gl.neighbours.reinforce_pp_advantages(rewards.numpy(), mask.numpy())
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), torch.full((2, 3), 0.5, dtype=torch.bfloat16)),
+     ValueError, r"^mask: expected only 0 and 1"),
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), torch.zeros(2, 3, dtype=torch.complex64)),
+     TypeError, r"^mask: expected a mask of 0/1"),
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), torch.ones(2, 3, device="meta")),
+     ValueError, r"^mask: expected a tensor with values"),
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), torch.zeros(2, 3)),
+     ValueError, r"^mask: expected at least one valid token in every sequence"),
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), baseline="mean"), ValueError,
+     r"^baseline: expected one of 'none', 'group_mean'"),
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), eps=-1.0), ValueError, r"^eps: "),
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), ddof=2), ValueError, r"^ddof: "),
+    (lambda: T.reinforce_pp_advantages(torch.ones(1, 2), ddof=1.0), TypeError, r"^ddof: "),
+    (lambda: T.reinforce_pp_advantages("r"), TypeError, r"^rewards: expected a torch.Tensor"),
+    (lambda: T.remax_advantages(torch.ones(1, 2), None), TypeError, r"^greedy_rewards: "),
+    (lambda: T.sapo_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1), tau_pos=None),
+     TypeError, r"^tau_pos: "),
+    (lambda: T.cispo_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1), eps_low=2.0),
+     ValueError, r"^eps_low: "),
+    (lambda: T.cispo_weight(torch.zeros(1, 2), torch.zeros(1, 2), eps_high="4"), TypeError,
+     r"^eps_high: "),
+    (lambda: gl.neighbours.reinforce_pp_advantages([[1.0, 2.0]], [[1, 1], [1, 1]], ddof=4),
+     ValueError, r"^ddof: expected an integer in \[0, 3\] so that the tokens"),
+    (lambda: gl.neighbours.remax_advantages([[1.0]], "x"), TypeError, r"^greedy_rewards: "),
+    (lambda: gl.neighbours.cispo_loss([[0.0]], [[0.0]], [1.0], eps_high=float("inf")),
+     ValueError, r"^eps_high: "),
+    (lambda: gl.neighbours.sapo_gate([[0.0]], [[0.0]], [1.0], tau_neg=10**400), ValueError,
+     r"^tau_neg: "),
+])
+def test_every_neighbour_argument_is_named(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
