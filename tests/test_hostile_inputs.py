@@ -636,3 +636,83 @@ def test_kl_shaped_rewards_sums_estimates_that_fit_without_overflow():
     old = np.array([[1e308, 1e308], [0.0, 0.0]])
     got = gl.kl_shaped_rewards([[1.0, 0.0]], old, np.zeros((2, 2)), np.ones((2, 2)), beta=1e-3)
     np.testing.assert_allclose(got, [[1.0 - 2e305, 0.0]], rtol=1e-15)
+
+
+# --- issue 37: the same sweeps over gl.master_weights ----------------------------------------
+
+MW = gl.master_weights
+W2, STEP2 = np.array([1.0, 0.5]), np.array([2.0**-7, -2.0**-9])     # (n,) weights and updates
+GRADS = np.array([[1.0, -1e-3], [0.5, 2e-4]])                        # (K, n) = (2, 2)
+MW_API = {
+    "update_in": (MW.update_in, dict(w=W2, step=STEP2, dtype="bfloat16"), {"w": "float", "step": "float"}),
+    "lost_update_fraction": (MW.lost_update_fraction, dict(w=W2, step=STEP2, dtype="bfloat16"),
+                             {"w": "float", "step": "float"}),
+    "adam_steps": (MW.adam_steps, dict(grads=GRADS, lr=1e-3), {"grads": "float"}),
+    "master_weight_run": (MW.master_weight_run, dict(w0=W2, steps=GRADS * 1e-3), {"w0": "float",
+                                                                                 "steps": "float"}),
+    "flushed_fraction": (MW.flushed_fraction, dict(g=GRADS, dtype="float16"), {"g": "float"}),
+    "scaled_gradient": (MW.scaled_gradient, dict(g=GRADS, scale=2.0**10), {"g": "float"}),
+    "dynamic_loss_scaling": (MW.dynamic_loss_scaling, dict(grads=GRADS, growth_interval=1),
+                             {"grads": "float"}),
+}
+MW_CASES = [(n, a, k) for n, (_, _, args) in MW_API.items() for a in args for k in HOSTILE]
+
+
+def _fields(x):
+    """A result as plain values: a dataclass (MasterWeightRun, DynamicScalerRun) as the tuple
+    of its numbers (its dtype name left out)."""
+    import dataclasses
+    if not dataclasses.is_dataclass(x):
+        return x
+    return tuple(v for v in dataclasses.asdict(x).values() if not isinstance(v, str))
+
+
+@pytest.mark.parametrize("name, arg, kind", MW_CASES, ids=[f"mw-{n}-{a}-{k}" for n, a, k in MW_CASES])
+def test_master_weights_hostile_value_gets_a_named_error_or_the_documented_answer(name, arg, kind):
+    fn, valid, args = MW_API[name]
+    value = HOSTILE[kind][0](valid[arg])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # no RuntimeWarning on any input
+        try:
+            got = fn(**{**valid, arg: value})
+        except (TypeError, ValueError) as err:
+            named = list(args) if kind in SHAPE_KINDS else [arg]
+            assert _names(str(err), named), f"{name}({arg}={kind}) raised without naming {arg}: {err}"
+            return
+        assert HOSTILE[kind][1] == "maybe", f"{name}({arg}={kind}) was accepted: {got!r}"
+        expected = fn(**{**valid, arg: _plain(value)})
+    assert _same(_fields(got), _fields(expected)), f"{name}({arg}={kind}): {got!r} != {expected!r}"
+    assert not any(np.isnan(v).any() for v in _numbers(_fields(got)) if v.dtype.kind == "f"
+                   and name != "dynamic_loss_scaling")          # its 'flushed' is NaN when skipped
+
+
+MW_SCALAR_CASES = [(name, p, kind) for name, (fn, _, args) in MW_API.items()
+                   for p in __import__("inspect").signature(fn).parameters if p not in args
+                   for kind in list(SCALARS) + ["tiny", "-0"]]
+SCALARS_MORE = {**SCALARS, "tiny": 1e-300, "-0": -0.0}
+
+
+@pytest.mark.parametrize("name, option, kind", MW_SCALAR_CASES,
+                         ids=[f"mw-{n}-{o}-{k}" for n, o, k in MW_SCALAR_CASES])
+def test_master_weights_hostile_option_gets_a_named_error_or_a_finite_answer(name, option, kind):
+    fn, valid, _ = MW_API[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            got = fn(**{**valid, option: SCALARS_MORE[kind]})
+        except (TypeError, ValueError) as err:
+            assert _names(str(err), [option]), f"{name}({option}={kind}): {err}"
+            return
+    got = _fields(got)
+    finite = [v for v in _numbers(got) if v.dtype.kind == "f"]
+    if name == "dynamic_loss_scaling":
+        finite = [finite[0], finite[3]]                       # scales, final_scale
+    if name == "scaled_gradient":                             # inf marks the documented overflow
+        finite = [np.where(np.isinf(v), 0.0, v) for v in finite]
+    assert all(np.isfinite(v).all() for v in finite), f"{name}({option}={kind}): {got!r}"
+    assert not any(np.signbit(v[v == 0]).any() for v in finite), f"{name}({option}={kind}): -0"
+
+
+def test_master_weights_hostile_sweep_covers_every_public_function():
+    public = {n for n in MW.__all__ if callable(getattr(MW, n)) and not isinstance(getattr(MW, n), type)}
+    assert public == set(MW_API)
