@@ -25,7 +25,8 @@ checker                                the reader writes
 ``check_accumulated_gradient(fn)``     ``fn(model, input_ids, mask, micro_batch_size, loss_fn)
                                        -> loss``: the token mean of the whole batch's loss,
                                        backward micro-batch by micro-batch, its gradient left in
-                                       the parameters' ``.grad`` equal to the full batch's
+                                       the parameters' ``.grad`` equal to the full batch's, no
+                                       optimizer step
 ``check_sequence_is_weight(fn)``       ``fn(old_logp, sampler_logp, mask, cap) -> (N,)``:
                                        min(exp(sum_t mask (old_logp - sampler_logp)), cap)
 =====================================  ===========================================================
@@ -675,9 +676,11 @@ def _accum_cases():
         loss_fn = _LossFn(model[1].weight)
         per_token = _per_token(model, ids)                                 # (N, T)
         expected = _masked_mean(per_token, mask)
+        weights = np.concatenate([p.detach().numpy().ravel() for p in model.parameters()])
         yield Case(where, (model, torch.from_numpy(ids), torch.from_numpy(mask), m, loss_fn),
                    expected, inputs={"per_token": per_token, "mask": mask, "m": m,
-                                     "seed": seed, "ids": ids, "loss_fn": loss_fn},
+                                     "seed": seed, "ids": ids, "loss_fn": loss_fn,
+                                     "weights": weights},
                    scale=_masked_mean(np.abs(per_token), mask),
                    show=lambda i, mask=mask, m=m: (f"lengths {mask.sum(1).tolist()}, "
                                                    f"micro_batch_size = {m}"))
@@ -726,6 +729,12 @@ def _accum_mistakes():
           "by its mask before summing", lambda L, mk, mb: L.sum() / total(mk)),
         m("divided by every position (N * T, padding counted); the token mean divides by "
           "the number of real tokens, mask.sum()", lambda L, mk, mb: (L * mk).sum() / mk.size),
+        m("divided by the number of rows (sequences), not of tokens: the token mean divides "
+          "each micro-batch's token sum by the whole batch's token count, mask.sum()",
+          lambda L, mk, mb: (L * mk).sum() / len(L)),
+        m("each micro-batch's token sum divided by its number of rows (sequences), not of "
+          "tokens: divide by the whole batch's token count, mask.sum()",
+          lambda L, mk, mb: sum((x * k).sum() / len(x) for x, k in mb)),
         m("that is the mean of each sequence's token mean (grpo); the drill is the token "
           "mean over the whole batch", lambda L, mk, mb: ((L * mk).sum(1) / mk.sum(1)).mean()),
         m("the last, partial micro-batch was dropped: range(0, N, micro_batch_size) keeps it",
@@ -738,11 +747,22 @@ def _accum_mistakes():
 
 
 def _accum_gradient(case, answer):
-    """The value is right: now the gradient in the parameters, and how it was taken."""
+    """No step taken (the weights as they were); then, the value right, the gradient in the
+    parameters and how it was taken."""
+    model = answer.given[0]
+    now = np.concatenate([p.detach().double().numpy().ravel() for p in model.parameters()])
+    moved = np.flatnonzero(now != case.inputs["weights"])
+    if moved.size:
+        j = int(moved[0])
+        return (f"on {case.where} the weights changed during the call (parameter entry {j} "
+                f"went from {full(case.inputs['weights'][j])} to {full(now[j])}): an optimizer "
+                "step (or an in-place update of the parameters) ran inside. The drill takes no "
+                "step: it leaves the gradient in .grad, and the trainer steps once, after the "
+                "last micro-batch")
     tol = 16 * 2.0**-53 * case.scale + 2e-8 * abs(float(case.expected))
     if not close(answer.values, case.expected, tol).all():
         return None                                          # a wrong value is said first
-    model, m, loss_fn = answer.given[0], case.inputs["m"], case.inputs["loss_fn"]
+    m, loss_fn = case.inputs["m"], case.inputs["loss_fn"]
     big = [rows for rows, _ in loss_fn.calls if rows > m]
     if big:
         return (f"on {case.where} the value is right, but loss_fn ran on {big[0]} rows at "
@@ -775,6 +795,19 @@ def _accum_gradient(case, answer):
             "must run on exactly the loss it adds to the total, once")
 
 
+_WARM = []               # one entry once torch's optimizers have been built in this process
+
+
+def _warm_up_optimizers() -> None:
+    """Build one torch optimizer before the reader's function is timed: the first one a
+    process builds imports torch's compiler machinery (seconds on a loaded machine), which an
+    answer that steps an optimizer (a mistake this checker names) must not be charged for."""
+    torch = _torch()
+    if not _WARM:
+        _WARM.append(True)
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+
+
 def check_accumulated_gradient(fn, *, verbose=True) -> bool:
     """Check ``fn(model, input_ids, mask, micro_batch_size, loss_fn) -> loss``.
 
@@ -782,10 +815,11 @@ def check_accumulated_gradient(fn, *, verbose=True) -> bool:
     garbage). The step: for each micro-batch of at most ``micro_batch_size`` rows, its
     per-token loss times its mask, summed, divided by the *whole batch's* token count
     ``mask.sum()``, then ``backward()``; return the total (the whole batch's token-mean loss,
-    a number). The gradient left in the parameters' ``.grad`` must equal the full batch's.
+    a number). The gradient left in the parameters' ``.grad`` must equal the full batch's,
+    and the weights stay as they were (no optimizer step).
     """
     say = verdict(verbose, fn)
-    _torch()
+    _warm_up_optimizers()
     return check_cases(fn, list(_accum_cases()), say, mistakes=_accum_mistakes(),
                        extra=_accum_gradient, fixed="float64", slack=2e-8, dtype=None,
                        returns="the whole batch's loss (one number)",
@@ -903,13 +937,39 @@ def _is_finite(case, answer):
                    "or a log of 0 in the formula")
 
 
+def _float32_log_cap(case, answer):
+    """The cap's log taken in float32 (``torch.tensor(cap).log()``): the capped weights come
+    back ``exp(float32(log cap))``, a float32 rounding off ``cap``. Named when the answer is
+    exactly that at the precision graded and the case tells it apart."""
+    cap = case.inputs["cap"]
+    log32 = float(np.float32(np.log(cap)))
+    tol = tolerance(case, grade_dtype(answer))
+    if log32 == np.log(cap) or close(answer.values, case.expected, tol).all():
+        return None
+    s = np.where(case.inputs["mask"], case.inputs["old"] - case.inputs["sampler"], 0.0).sum(-1)
+    wrong = np.exp(np.minimum(s, log32))                                   # (N,)
+    if not close(answer.values, wrong, tol).all():
+        return None
+    n = int(np.flatnonzero(~close(answer.values, case.expected, tol))[0])
+    return (f"on {case.where} the weight of sequence {n} is {full(answer.values[n])}, expected "
+            f"{full(case.expected[n])} (the cap): it was capped at exp({log32!r}), log(cap) "
+            f"rounded to float32, not at log(cap) = {float(np.log(cap))!r}. "
+            "torch.tensor(cap) is float32 (torch's default dtype), and so is its log: clamp "
+            "the log-ratio at math.log(cap), or clamp the ratio at cap itself")
+
+
 def check_sequence_is_weight(fn, *, verbose=True) -> bool:
     """Check ``fn(old_logp, sampler_logp, mask, cap) -> (N,)``: each sequence's truncated
     importance weight ``min(exp(sum_t mask * (old_logp - sampler_logp)), cap)`` (TRL's
-    ``sequence_truncate`` with no lower bound). Tensors (N, T) float64, mask bool.
+    ``sequence_truncate`` with no lower bound). Tensors (N, T) float64, mask bool; the
+    weights come back in the log-probs' dtype.
     """
     say = verdict(verbose, fn)
-    return check_cases(fn, list(_is_cases()), say, mistakes=_is_mistakes(), extra=_is_finite,
+    cases = list(_is_cases())
+    return check_cases(fn, cases, _in_the_inputs_dtype(say, cases, "log-probs"),
+                       mistakes=_is_mistakes(),
+                       extra=lambda c, a: (_is_finite(c, a) or _float32_log_cap(c, a)
+                                           or _narrower(c, a, "log-probs", "old_logp")),
                        dtype=None, returns="the (N,) weights",
                        shape_hint="; one weight per sequence, shape (N,)",
                        signature="my_is_weight(old_logp, sampler_logp, mask, cap)",

@@ -555,6 +555,36 @@ def _acc_running_total_backward(model, input_ids, mask, micro_batch_size, loss_f
     return total.item()
 
 
+def _acc_with_step(each):
+    """An SGD step inside: after the loop, or after every micro-batch's backward."""
+    def fn(model, input_ids, mask, micro_batch_size, loss_fn):
+        import torch
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        total = 0.0
+        for i in range(0, input_ids.shape[0], micro_batch_size):
+            per_token = loss_fn(model, input_ids[i:i + micro_batch_size])
+            loss = (per_token * mask[i:i + micro_batch_size]).sum() / mask.sum()
+            loss.backward()
+            total += loss.item()
+            if each:
+                opt.step()
+        if not each:
+            opt.step()
+        return total
+    return fn
+
+
+def _acc_rows(model, input_ids, mask, micro_batch_size, loss_fn):
+    """Divided by the number of rows N, as a per-sequence mean would be."""
+    total = 0.0
+    for i in range(0, input_ids.shape[0], micro_batch_size):
+        per_token = loss_fn(model, input_ids[i:i + micro_batch_size])
+        loss = (per_token * mask[i:i + micro_batch_size]).sum() / input_ids.shape[0]
+        loss.backward()
+        total += loss.item()
+    return total
+
+
 _one = lambda K: 1.0                                      # noqa: E731
 
 _ACCUMULATE = Drill("check_accumulated_gradient", "6b", rights=(
@@ -572,6 +602,10 @@ _ACCUMULATE = Drill("check_accumulated_gradient", "6b", rights=(
     Wrong("padding counted in the sum", _acc_micro(_one, pad=True),
           "the padded tokens entered the loss"),
     Wrong("divided by N * T", _acc_micro(_one, normaliser="numel"), "divided by every position"),
+    Wrong("divided by the number of rows N", _acc_rows, "the number of rows"),
+    Wrong("an SGD step after the loop", _acc_with_step(each=False), "an optimizer step"),
+    Wrong("an SGD step after every micro-batch", _acc_with_step(each=True),
+          "an optimizer step"),
     Wrong("the sequence mean (grpo) instead of the token mean", _acc_micro(_one, seq_mean=True),
           "the mean of each sequence's token mean"),
     Wrong("the last partial micro-batch dropped", _acc_micro(_one, skip_last=True),
@@ -661,6 +695,22 @@ def _is_axis0(old_logp, sampler_logp, mask, cap):
     return ((old_logp - sampler_logp) * mask).sum(0).exp().clamp(max=cap)
 
 
+def _is_float32_log_cap(old_logp, sampler_logp, mask, cap):
+    """Capped in log space at torch.tensor(cap).log(), a float32 0-d tensor."""
+    import torch
+    s = ((old_logp - sampler_logp) * mask).sum(-1)                        # float64
+    return s.clamp(max=torch.tensor(cap).log()).exp()
+
+
+def _is_float32_buffer(old_logp, sampler_logp, mask, cap):
+    """One weight at a time into torch.zeros(N), which is float32."""
+    import torch
+    out = torch.zeros(old_logp.shape[0])
+    for n in range(old_logp.shape[0]):
+        out[n] = ((old_logp[n] - sampler_logp[n]) * mask[n]).sum().exp().clamp(max=cap)
+    return out
+
+
 def _is_in_place(old_logp, sampler_logp, mask, cap):
     old_logp.sub_(sampler_logp)
     return (old_logp * mask).sum(-1).exp().clamp(max=cap)
@@ -684,6 +734,10 @@ _IS_WEIGHT = Drill("check_sequence_is_weight", "6b", rights=(
     Wrong("cap hard-coded at 3", lambda o, s, m, c: _is_right(o, s, m, 3.0),
           "use the cap passed"),
     Wrong("summed over axis 0", _is_axis0, "summed over axis 0"),
+    Wrong("log(cap) taken in float32 (torch.tensor(cap).log())", _is_float32_log_cap,
+          "log(cap) rounded to float32"),
+    Wrong("a float32 buffer (torch.zeros(N)) for float64 log-probs", _is_float32_buffer,
+          "the log-probs' dtype"),
     Wrong("returns (N, 1)", lambda o, s, m, c: _is_right(o, s, m, c)[:, None],
           "one weight per sequence"),
     Wrong("old_logp.sub_(sampler_logp) in place", _is_in_place, "modified its input"),
