@@ -74,6 +74,7 @@ from grpo_lab.hf.logprobs import (completion_logprobs, next_token_logprobs,
 from grpo_lab.hf.model import ARCHITECTURES, build_model, save_local
 from grpo_lab.hf.reference import frozen_copy, logp_mismatch, old_logprobs, reference_logprobs
 from grpo_lab.hf.reward import FORMAT_WEIGHT, addition_rewards, trl_reward_function
+from grpo_lab.hf.plain_step import grpo_step_plain
 from grpo_lab.hf.step import StepConfig, StepOutput, grpo_step
 from grpo_lab.hf.tokenizer import (CHAT_TEMPLATE, EOS, PAD, R1_ZERO_SYSTEM, STOP_TOKENS, VOCAB,
                                    build_tokenizer, prompt_messages, stop_ids)
@@ -90,7 +91,7 @@ __all__ = ["ANSWER_KINDS", "ARCHITECTURES", "BPE_CHAT_TEMPLATE", "bos_count", "b
            "Completions", "CrossCheck", "StepConfig", "StepOutput", "TRLRun", "accumulate",
            "addition_dataset", "addition_rewards", "build_model", "build_tokenizer",
            "completion_logprobs", "completion_mask", "completion_mask_plain", "cross_check",
-           "encode_prompts", "format_text", "frozen_copy", "grpo_config", "grpo_step",
+           "encode_prompts", "format_text", "frozen_copy", "grpo_config", "grpo_step", "grpo_step_plain",
            "is_weights", "left_pad", "left_pad_plain", "logp_mismatch", "logprob_memory_table", "micro_batches",
            "micro_mean_weights", "micro_weights", "next_token_logprobs",
            "next_token_logprobs_plain", "offline", "old_logprobs", "prompt_messages",
