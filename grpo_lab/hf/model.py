@@ -23,7 +23,7 @@ from transformers import (LlamaConfig, LlamaForCausalLM, PreTrainedModel, Qwen2C
                           Qwen2ForCausalLM)
 
 from grpo_lab.hf.checks import check_eos, check_model, check_tokenizer
-from grpo_lab.hf.tokenizer import stop_ids
+from grpo_lab.hf.tokenizer import stop_ids_math
 from grpo_lab.numerics.validate import check_choice, check_int, describe
 
 __all__ = ["ARCHITECTURES", "build_model", "check_model_arguments", "check_save_arguments",
@@ -39,7 +39,7 @@ def check_model_arguments(tokenizer, arch, hidden_size, n_layer, n_head, max_pos
     """Validate :func:`build_model`'s arguments; returns them checked (ints as ints, the EOS
     ids as a tuple: ``eos_token_id``, or the tokenizer's stop ids)."""
     tokenizer = check_tokenizer("tokenizer", tokenizer)
-    eos = check_eos("eos_token_id", stop_ids(tokenizer) if eos_token_id is None
+    eos = check_eos("eos_token_id", stop_ids_math(tokenizer) if eos_token_id is None
                     else eos_token_id)
     if max(eos) >= len(tokenizer):
         raise ValueError(f"eos_token_id: expected ids below the tokenizer's {len(tokenizer)} "

@@ -31,11 +31,11 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from grpo_lab.numerics.validate import check_int, describe
-from grpo_lab.hf.checks import is_integer
+from grpo_lab.hf.checks import check_tokenizer, is_integer
 from grpo_lab.rl.parsing import ANSWER, THINK
 
 __all__ = ["CHAT_TEMPLATE", "EOS", "EOS_TOKEN", "PAD", "PAD_TOKEN", "R1_ZERO_SYSTEM",
-           "STOP_TOKENS", "VOCAB", "stop_ids",
+           "STOP_TOKENS", "VOCAB", "stop_ids", "stop_ids_math",
            "build_tokenizer", "check_chat_template", "check_prompt_arguments",
            "check_tokenizer_arguments", "prompt_messages"]
 
@@ -149,6 +149,11 @@ def stop_ids(tokenizer) -> tuple[int, ...]:
     >>> glh.stop_ids(glh.build_tokenizer())
     (1,)
     """
+    return stop_ids_math(check_tokenizer("tokenizer", tokenizer))
+
+
+def stop_ids_math(tokenizer) -> tuple[int, ...]:
+    """:func:`stop_ids` of a checked tokenizer."""
     vocab = tokenizer.get_vocab()
     ids = [tokenizer.eos_token_id] + [vocab[t] for t in STOP_TOKENS if t in vocab]
     return tuple(dict.fromkeys(i for i in ids if i is not None))
