@@ -53,5 +53,5 @@ __all__ = ["AGGREGATIONS", "DIAGNOSTICS", "KL_ESTIMATORS", "LEVELS", "MAX_LOG_RA
            "centred_deviations_", "check_loss_arguments", "clip_bounds",
            "clipped_surrogate_loss", "diagnostic_means", "diagnostic_sums", "divide_or_zero",
            "fused_linear_grpo_loss", "group_advantages", "grpo_loss", "k3_expm1", "k3_series", "kl_k1", "kl_k2", "kl_k3", "kl_k3_plus",
-           "power_of_two_rescale", "probability_ratio", "row_weights", "sequence_ratio",
+           "masked_normalize", "power_of_two_rescale", "probability_ratio", "row_weights", "sequence_ratio",
            "std_from_deviations", "neighbours"]

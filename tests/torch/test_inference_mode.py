@@ -83,6 +83,8 @@ def _detached(*keys):
 CALLS = {
     "aggregate": lambda: (glt.aggregate, _pieces("kl", "m", "w"), {}),
     "aggregate_loss": lambda: (glt.aggregate_loss, _pieces("kl", "mask") + ("dapo",), {}),
+    "masked_normalize": lambda: (glt.masked_normalize, _pieces("logp", "m") + (7.0,),
+                                 dict(dim=-1)),
     "aggregation_weights": lambda: (glt.aggregation_weights, (batch()[4], "dr_grpo"),
                                     dict(max_len=8)),
     "centred_deviations_": lambda: (_centred_deviations_, (batch()[1].reshape(2, 10),), {}),
