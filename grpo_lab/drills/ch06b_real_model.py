@@ -573,7 +573,8 @@ def _ent_finite(case, answer):
     if masked.any() and np.isnan(answer.values).all():
         return text + (": these logits hold -inf (vocabulary entries masked out), where "
                        "p = 0 exactly and log p = -inf, so p * log p "
-                       "(or TRL's p * z) is 0 * -inf = NaN at a masked logit, and the NaN "
+                       "(or the p * z of logsumexp(z) - sum p z) is 0 * -inf = NaN at a masked "
+                       "logit, and the NaN "
                        "reaches the mean. Take 0 log 0 = 0: H = -torch.xlogy(p, p).sum(-1) "
                        "with p = softmax(logits), or torch.where(p > 0, p * logp, 0)")
     low = float(np.where(masked, 0.0, _log_softmax(z))[mask].min())

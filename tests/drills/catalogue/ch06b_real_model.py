@@ -267,7 +267,7 @@ def _ent_right(logits, mask):
 
 
 def _ent_logsumexp(logits, mask):
-    """H = logsumexp(z) - sum_v p_v z_v, TRL's form, with a masked logit's -inf set to 0 first
+    """H = logsumexp(z) - sum_v p_v z_v, with a masked logit's -inf set to 0 first
     (its p is 0, so it adds nothing; left as -inf, p * z is 0 * -inf = NaN)."""
     p = logits.softmax(-1)
     H = logits.logsumexp(-1) - (p * logits.nan_to_num(neginf=0.0)).sum(-1)
@@ -322,14 +322,15 @@ def _H(logits):
 
 
 def _ent_log_softmax_exp(logits, mask):
-    """The old solution: -(exp(logp) * logp), NaN at a masked logit (0 * -inf)."""
+    """The old solution, and TRL 1.16.0's entropy_from_logits on its torch path
+    (trl/trainer/utils.py:638-639): -(exp(logp) * logp), NaN at a masked logit (0 * -inf)."""
     logp = logits.log_softmax(-1)
     H = -(logp.exp() * logp).sum(-1)                                      # (N, T)
     return (H * mask).sum() / mask.sum()
 
 
 def _ent_trl_form(logits, mask):
-    """TRL's logsumexp(z) - sum p z, with -inf left in z: 0 * -inf = NaN."""
+    """logsumexp(z) - sum p z, with -inf left in z: 0 * -inf = NaN."""
     p = logits.softmax(-1)
     H = logits.logsumexp(-1) - (p * logits).sum(-1)
     return H[mask].mean()
@@ -419,7 +420,7 @@ _ENTROPY = Drill("check_masked_entropy", "6b", rights=(
     Wrong("p * log(p) with p from softmax (0 * -inf = NaN)", _ent_naive, "0 * -inf = NaN"),
     Wrong("-(exp(logp) * logp), NaN at a masked logit (the old solution)",
           _ent_log_softmax_exp, "0 * -inf = NaN at a masked logit"),
-    Wrong("TRL's logsumexp(z) - sum p z with -inf left in z", _ent_trl_form,
+    Wrong("logsumexp(z) - sum p z with -inf left in z", _ent_trl_form,
           "0 * -inf = NaN at a masked logit"),
     Wrong("p * log(p + 1e-10), an eps in the log", _ent_eps(1e-10), "log(p + 1e-10)"),
     Wrong("p * log(p + 1e-8), an eps in the log", _ent_eps(1e-8), "log(p + 1e-08)"),
