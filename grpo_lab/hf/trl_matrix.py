@@ -1,12 +1,16 @@
 r"""TRL 1.16.0's GRPOTrainer, option by option, against the book's functions through the mapping.
 
 Taught in chapter 8, section "TRL, option by option" (``chapters/08_production_knobs.ipynb``).
-For each option in :data:`OPTIONS` :func:`run_option` trains the chapter's in-code model with
-TRL's real ``GRPOTrainer`` for two optimizer steps (``num_iterations=2``: the second step's
-ratios leave 1), records what every ``_compute_loss`` call receives, the loss and its gradient
-(before TRL's clip), and TRL's advantages with the rewards they came from, then recomputes them
-with :func:`grpo_lab.hf.trl_loss` and :func:`grpo_lab.hf.trl_advantages` on the knobs
-:func:`grpo_lab.hf.trl_knobs` reads from the trainer's ``GRPOConfig``.
+For each option in :data:`OPTIONS` :func:`run_option` trains a fresh in-code model (one layer,
+width 32, no warm start) with TRL's real ``GRPOTrainer`` for one optimizer step, or two where
+the option needs ratios off 1 (``num_iterations=2``), records what every ``_compute_loss``
+call receives, the loss and its gradient (before TRL's clip), and TRL's advantages with the
+rewards they came from, then recomputes them with :func:`grpo_lab.hf.trl_loss` and
+:func:`grpo_lab.hf.trl_advantages` on the knobs :func:`grpo_lab.hf.trl_knobs` reads from the
+trainer's ``GRPOConfig``. The reward is a deterministic hash of the decoded text
+(:func:`text_hash_reward`): the equalities need rewards that vary within each group, not a
+trained model. :func:`needs` and :func:`unexercised` check that each option acted (a non-zero
+KL term, ratios off 1, a truncated completion, masked entries, ragged micro-batches).
 
 vLLM is not needed for the IS modes: after the trainer is built, ``use_vllm`` is switched on
 and the single-turn generation returns ``generate``'s completions with the sampler's log-probs
@@ -27,6 +31,7 @@ import os
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import torch
@@ -107,7 +112,7 @@ OPTIONS = {
                                   f"{_GT}:2667-2684", "gl.hf.is_weights folded into A"),
     "vllm IS sequence_mask": (dict(_vllm="sequence_mask"), "l x prod_t w 1[in range]",
                               f"{_GT}:2667-2701", "gl.hf.is_weights folded into A"),
-    "off_policy_mask_threshold": (dict(_vllm="sequence_mask", off_policy_mask_threshold=0.02),
+    "off_policy_mask_threshold": (dict(_vllm="token_truncate", off_policy_mask_threshold=0.02),
                                   "l x 1[A >= 0 or mean(log pi_smp - logp) <= delta]",
                                   f"{_GT}:2945-2969, 3141-3142",
                                   "glt.off_policy_sequence_mask folded into A"),
@@ -122,34 +127,44 @@ SAMPLER_NOISE, IS_CLIP = 0.15, dict(vllm_importance_sampling_clip_min=0.8,
                                     vllm_importance_sampling_clip_max=1.25)
 
 
+#: The smallest in-code model that still runs every option (one decoder layer, width 32):
+#: random weights, no warm start. The equalities need varied rewards, not a trained model.
+MODEL = dict(hidden_size=32, n_layer=1, n_head=2)
+#: The sampler's bias on EOS's logit (``generate``'s ``sequence_bias``, passed through
+#: ``GRPOConfig.generation_kwargs``): about half the completions then end before
+#: ``max_completion_length`` (none in 8 on the untouched random model), so rows are ragged and
+#: some truncate. It changes which completions are sampled, never a log-prob TRL or the book
+#: computes (both read the model's own logits).
+EOS_BIAS = 2.5
+
+
 @functools.lru_cache(maxsize=2)
 def setup(seed: int = 0):
-    """The chapter's tokenizer, task and warm-started in-code model (built once per process;
-    the runs train copies of it)."""
+    """The chapter's tokenizer and task and a freshly initialised in-code model (:data:`MODEL`),
+    built once per process; the runs train copies of it."""
     import grpo_lab as gl
     import grpo_lab.hf as glh
 
     tok = glh.build_tokenizer()
     task = gl.task.AdditionTask(n_terms=2, max_term=4, held_out=0.2, seed=seed)
-    model = glh.build_model(tok, seed=seed)
-    glh.warm_start(model, tok, task, steps=40, batch_size=32, lr=1e-2, seed=seed)
-    return tok, task, model
+    return tok, task, glh.build_model(tok, seed=seed, **MODEL)
 
 
 def _text(c):
     return c if isinstance(c, str) else c[-1]["content"]
 
 
-def accuracy_reward_function(prompts, completions, answer, **kwargs):
-    """Chapter 5's accuracy verifier with TRL's signature (the first of two rewards)."""
-    from grpo_lab.rl.rewards import accuracy_reward
-    return [accuracy_reward(_text(c), a) for c, a in zip(completions, answer)]
+def text_hash_reward(prompts, completions, **kwargs):
+    """A deterministic reward of the decoded text, ``crc32(text) mod 5 / 4`` in {0, ..., 1}, with
+    TRL's signature. Not a task reward: the matrix proves TRL's arithmetic equal to the book's,
+    which needs rewards that vary across a group's completions (an untrained model scores 0 on
+    the task), and the same text always scores the same (no clock, no process-seeded hash)."""
+    return [(zlib.crc32(_text(c).encode()) % 5) / 4 for c in completions]
 
 
-def format_reward_function(prompts, completions, **kwargs):
-    """Chapter 5's format verifier with TRL's signature (the second of two rewards)."""
-    from grpo_lab.rl.rewards import format_reward
-    return [format_reward(_text(c)) for c in completions]
+def text_length_reward(prompts, completions, **kwargs):
+    """The second reward of the two-reward option: the decoded text's length in characters."""
+    return [float(len(_text(c))) for c in completions]
 
 
 class MatrixCapture:
@@ -231,14 +246,15 @@ def build_trainer(model, tok, task, fields: dict, *, folder, seed: int = 0, max_
     import grpo_lab.hf as glh
     from grpo_lab.hf.trl_run import trl_trainer
 
-    fields = {**BASE, **fields}
+    fields = {**BASE, "generation_kwargs": {"sequence_bias": [[[tok.eos_token_id], EOS_BIAS]]},
+              **fields}
     mode = fields.pop("_vllm", None)
     if mode is not None:
         fields.update(vllm_importance_sampling_mode=mode, **IS_CLIP)
     if fields.get("multi_objective_aggregation") == "normalize_then_sum":
-        reward_funcs = [accuracy_reward_function, format_reward_function]
+        reward_funcs = [text_hash_reward, text_length_reward]
     else:
-        reward_funcs = [glh.trl_reward_function()]
+        reward_funcs = [text_hash_reward]
     trainer = trl_trainer(model, tok, glh.addition_dataset(task), reward_funcs, folder=folder,
                           max_steps=max_steps, seed=seed, **fields)
     if mode is not None:
@@ -246,14 +262,87 @@ def build_trainer(model, tok, task, fields: dict, *, folder, seed: int = 0, max_
     return trainer
 
 
-def book_check(trainer, capture, *, num_processes: int = 1) -> dict:
+#: Options whose numbers need no ratio off 1 (the advantages, which tokens count, the
+#: normaliser): one optimizer step on one generation; every other option takes two
+#: (``num_iterations=2``, so the second step's ratios leave 1).
+ONE_STEP = ("scale_rewards=group", "scale_rewards=batch", "scale_rewards=none",
+            "normalize_then_sum", "mask_truncated_completions", "top_entropy_quantile=0.2",
+            "gradient_accumulation_steps=2")
+#: What shows that an option acted, beyond what its knobs imply (:func:`needs`).
+ACTS = {"level=sequence (GSPO)": ("clipped",), "epsilon, epsilon_high": ("clipped",),
+        "delta (two-sided clip)": ("above_delta",)}
+
+
+def needs(knobs, option: str = "") -> tuple:
+    """The counts :func:`book_check` must find non-zero for ``option`` to be exercised:
+    ``kl`` (beta > 0: the KL term is not 0), ``ratio_dev`` (ratios off 1), ``truncated`` and
+    ``kept`` (completions masked whole and not), ``entropy_dropped``, ``is_zeroed`` (vLLM's
+    mask modes), ``is_capped`` (its truncate modes), ``off_policy_dropped``, ``ragged_micro``
+    (an optimizer step's micro-batches of different token counts), ``clipped`` (ratios outside
+    the clip's band) and ``above_delta``."""
+    k, out = knobs, list(ACTS.get(option, ()))
+    out += ["kl"] if k.beta else []
+    out += ["ratio_dev"] if k.num_iterations > 1 or k.steps_per_generation > k.accumulation else []
+    out += ["truncated", "kept"] if k.mask_truncated else []
+    out += ["entropy_dropped"] if k.entropy_quantile < 1 else []
+    if k.is_mode is not None:
+        out += ["is_zeroed" if k.is_mode.endswith("mask") else "is_capped"]
+    out += ["off_policy_dropped"] if k.off_policy_threshold is not None else []
+    out += ["ragged_micro"] if k.accumulation > 1 else []
+    return tuple(out)
+
+
+def _exercise(k, x, logp, entropy) -> dict:
+    """What one ``_compute_loss`` call exercised (counts of entries, largest deviations)."""
+    import grpo_lab.hf as glh
+
+    from grpo_lab import torch as glt
+    from grpo_lab.torch.token_selection import high_entropy_mask, off_policy_sequence_mask
+
+    m = x["completion_mask"].to(logp.dtype)                                 # (n, T)
+    valid, lp = m.bool(), logp.detach()
+    out = dict(truncated=int((m.sum(1) == 0).sum()), kept=int((m.sum(1) > 0).sum()))
+    old, ref = x.get("old_per_token_logps"), x.get("ref_per_token_logps")
+    old = lp if old is None else old
+    out["ratio_dev"] = float((lp - old).abs()[valid].max()) if valid.any() else 0.0
+    out["kl"] = float(glt.kl_k3(lp, ref).abs()[valid].max()) if ref is not None else 0.0
+    rows = m.sum(1) > 0
+    if k.level == "token":
+        r = torch.exp(lp - old)[valid]
+    else:
+        r = glt.sequence_ratio(lp[rows], old[rows], m[rows])
+    out["clipped"] = int(((r < 1 - k.eps_low) | (r > 1 + k.eps_high)).sum())
+    out["above_delta"] = int((r > k.dual_clip).sum()) if k.dual_clip else 0
+    out["entropy_dropped"] = int((valid & ~high_entropy_mask(entropy, m, k.entropy_quantile))
+                                 .sum()) if k.entropy_quantile < 1 and valid.any() else 0
+    out["is_zeroed"] = out["is_capped"] = out["off_policy_dropped"] = 0
+    if k.is_mode is not None and rows.any():
+        w = glh.is_weights(old[rows], x["sampling_per_token_logps"][rows], m[rows],
+                           mode=k.is_mode, clip_min=k.is_clip_min, clip_max=k.is_clip_max)
+        w = w if w.dim() == 2 else w.reshape(-1, 1).expand_as(m[rows])        # (n', T)
+        on = m[rows].bool()
+        out["is_zeroed"] = int(((w == 0) & on).sum())
+        out["is_capped"] = int(((w == k.is_clip_max) & on).sum())
+    if k.off_policy_threshold is not None and rows.any():
+        keep = off_policy_sequence_mask(x["advantages"][rows], lp[rows],
+                                        x.get("sampling_per_token_logps", old)[rows], m[rows],
+                                        k.off_policy_threshold)
+        out["off_policy_dropped"] = int((keep == 0).sum())
+    out["tokens"] = int(m.sum())
+    return out
+
+
+def book_check(trainer, capture, *, num_processes: int = 1, option: str = "") -> dict:
     """The largest differences between TRL's recorded numbers and the book's, through the
-    mapping: ``loss``, ``grad`` (absolute, largest entry), ``adv``; and ``grad_max`` and
-    ``calls`` for scale."""
+    mapping: ``loss``, ``grad`` (absolute, largest entry), ``adv``; ``grad_max`` and ``calls``
+    for scale; and what the run exercised (:func:`needs`: summed counts, largest deviations,
+    ``micro_tokens`` the tokens of each call)."""
     import grpo_lab.hf as glh
 
     knobs = glh.trl_knobs(trainer.args)
-    diffs = dict(loss=0.0, grad=0.0, adv=0.0, grad_max=0.0, calls=len(capture.calls))
+    diffs = dict(loss=0.0, grad=0.0, adv=0.0, grad_max=0.0, calls=len(capture.calls),
+                 needs=list(needs(knobs, option)), micro_tokens=[])
+    seen = {}
     for call in capture.calls:
         model = type(trainer.model)(trainer.model.config)
         model.load_state_dict(call["state"])
@@ -271,30 +360,49 @@ def book_check(trainer, capture, *, num_processes: int = 1) -> dict:
             diffs["grad"] = max(diffs["grad"], float((g - call["grads"][n]).abs().max()))
             diffs["grad_max"] = max(diffs["grad_max"], float(call["grads"][n].abs().max()))
         diffs["loss"] = max(diffs["loss"], abs(float(loss.detach()) - call["loss"]))
+        for key, v in _exercise(knobs, x, logp, h.detach()).items():
+            seen[key] = max(seen.get(key, 0), v) if isinstance(v, float) else seen.get(key, 0) + v
+        diffs["micro_tokens"].append(int(x["completion_mask"].sum()))
+    diffs.update({key: round(v, 9) if isinstance(v, float) else v for key, v in seen.items()})
+    ga, t = knobs.accumulation, diffs["micro_tokens"]
+    diffs["ragged_micro"] = sum(len(set(t[i:i + ga])) > 1 for i in range(0, len(t), ga))
     for rewards, adv in capture.generations:
         ours = glh.trl_advantages(knobs, rewards.cpu())                       # (N_all,)
         rank = trainer.accelerator.process_index
         n = adv.shape[0]
         diffs["adv"] = max(diffs["adv"], float((ours[rank * n:(rank + 1) * n].float()
                                                  - adv.cpu()).abs().max()))
+    diffs["rewards_distinct"] = len({round(float(v), 9) for r, _ in capture.generations
+                                     for v in r.reshape(-1)})
     return diffs
 
 
+def unexercised(row) -> list:
+    """The counts of ``row["needs"]`` that came out 0: what the run did not exercise."""
+    return [name for name in row["needs"] if not row.get(name)]
+
+
 def run_option(name: str, prepared=None, *, seed: int = 0) -> dict:
-    """Run option ``name`` of :data:`OPTIONS` and return :func:`book_check`'s differences with
-    the option's TRL formula, its line and the book's call."""
+    """Run option ``name`` of :data:`OPTIONS` (one optimizer step if in :data:`ONE_STEP`, else
+    two) and return :func:`book_check`'s differences with the option's TRL formula, its line
+    and the book's call."""
     import grpo_lab.hf as glh
 
     fields, formula, where, book = OPTIONS[name]
-    tok, task, warm = prepared or setup(seed)
-    model = glh.frozen_copy(warm).requires_grad_(True)
+    fields, steps = dict(fields), 2
+    if name in ONE_STEP:
+        fields, steps = {"num_iterations": 1, **fields}, 1
+    tok, task, initial = prepared or setup(seed)
+    model = glh.frozen_copy(initial).requires_grad_(True)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="grpo_lab_matrix_") as folder:
-        trainer = build_trainer(model, tok, task, dict(fields), folder=folder, seed=seed)
+        trainer = build_trainer(model, tok, task, fields, folder=folder, seed=seed,
+                                max_steps=steps)
         capture = MatrixCapture().attach(trainer)
         trainer.train()
-        diffs = book_check(trainer, capture)
-    diffs.update(option=name, trl=formula, where=where, book=book,
+        diffs = book_check(trainer, capture, option=name)
+    diffs.update(option=name, trl=formula, where=where, book=book, steps=steps,
+                 accumulation=trainer.args.gradient_accumulation_steps,
                  seconds=round(time.perf_counter() - start, 2))
     return diffs
 
@@ -306,8 +414,9 @@ def run_matrix(names=None, *, seed: int = 0, out=sys.stdout) -> list:
     for name in names or OPTIONS:
         row = run_option(name, prepared, seed=seed)
         rows.append(row)
-        print(f"{name:32s} loss {row['loss']:.1e}  grad {row['grad']:.1e}  adv {row['adv']:.1e}"
-              f"  ({row['seconds']:.1f} s)", file=out, flush=True)
+        acted = ", ".join(f"{k} {row[k]:.3g}" for k in row["needs"])
+        print(f"{name:30s} loss {row['loss']:.1e}  grad {row['grad']:.1e}  adv {row['adv']:.1e}"
+              f"  ({row['seconds']:.1f} s){'  ' + acted if acted else ''}", file=out, flush=True)
     return rows
 
 
