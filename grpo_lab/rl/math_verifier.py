@@ -171,6 +171,10 @@ def _math_verify():
 
     for name in ("math_verify.parser", "math_verify.grader"):
         logging.getLogger(name).addFilter(_TimeoutSwitchedOff())
+    # One parse outside any deadline: the first builds math-verify's regular expressions and
+    # the LaTeX parser, seconds on a loaded machine, which no answer should be charged for.
+    math_verify.verify(math_verify.parse("$$1$$", parsing_timeout=None),
+                       math_verify.parse("$$1$$", parsing_timeout=None), timeout_seconds=None)
     return math_verify
 
 
@@ -233,9 +237,10 @@ def read_answer(text: str, timeout_s: int | None = 5) -> list:
 
 
 def _read(latex: str, timeout_s) -> list:
+    math_verify = _math_verify()                # imported outside the deadline: SymPy is slow
     try:
         with _deadline(timeout_s):
-            return _math_verify().parse(latex, parsing_timeout=None)
+            return math_verify.parse(latex, parsing_timeout=None)
     except _Expired:
         return []
 
@@ -341,10 +346,11 @@ def math_reward(completion: str, answer, *, in_answer_tag: bool = False,
 def _grade(gold, pred, float_rounding, timeout_s) -> float:
     if not pred or _undefined(pred):
         return 0.0
+    math_verify = _math_verify()
     try:
         with _deadline(timeout_s):
-            return float(_math_verify().verify(gold, pred, float_rounding=float_rounding,
-                                               timeout_seconds=None))
+            return float(math_verify.verify(gold, pred, float_rounding=float_rounding,
+                                            timeout_seconds=None))
     except _Expired:
         return 0.0
 
