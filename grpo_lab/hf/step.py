@@ -46,6 +46,7 @@ from grpo_lab.hf.reward import FORMAT_WEIGHT, addition_rewards
 from grpo_lab.hf.tokenizer import check_prompt_arguments, prompt_messages
 from grpo_lab.numerics.validate import check_choice, check_int, check_real, describe
 from grpo_lab.production.presets import PRESETS
+from grpo_lab.torch.loss import grpo_loss_math, loss_arguments
 
 __all__ = ["ADVANTAGE_KEYS", "StepConfig", "StepOutput", "check_step_arguments", "grpo_step",
            "grpo_step_math"]
@@ -283,17 +284,17 @@ def step_logprobs(model, ref_model, batch, adv, cfg):
 
 
 def micro_loss(model, batch, rows, old, ref, a, cfg):
-    """One micro-batch's ``glt.grpo_loss`` (with grad), its diagnostics, and its entropy sum
-    (under ``no_grad``: a metric)."""
+    """One micro-batch's ``glt.grpo_loss`` (with grad; its math on the knobs the door checked),
+    its diagnostics, and its entropy sum (under ``no_grad``: a metric)."""
     mask, T = batch.completion_mask[rows], batch.completion_ids.shape[1]
     x, m = batch.input_ids[rows], batch.attention_mask[rows]
     logits = completion_logits(model, x, m, T)                                # (n, T, V)
     logp = token_logprobs_math(logits, x[:, -T:], cfg.temperature)           # (n, T)
     logp = torch.where(m[:, -T:].bool(), logp, torch.zeros_like(logp))        # 0 after EOS
-    loss, diag = glt.grpo_loss(
+    loss, diag = grpo_loss_math(loss_arguments(                               # checked at the door
         logp, logp.detach() if old is None else old[rows], None if ref is None else ref[rows],
         a[rows], mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high, beta=cfg.beta, kl=cfg.kl,
-        agg=cfg.agg, kl_bias_correction=cfg.kl_bias_correction)
+        agg=cfg.agg, kl_bias_correction=cfg.kl_bias_correction))
     with torch.no_grad():
         entropy = float((token_entropy_math(logits.detach(), cfg.temperature) * mask).sum())
     return loss, diag, entropy

@@ -27,7 +27,7 @@ from grpo_lab.torch.surrogate import (MAX_LOG_RATIO, SAME, TOKENS_DOC, check_adv
                                       clip_bounds, mean_log_ratio, probability_ratio)
 
 __all__ = ["DIAGNOSTICS", "LossArguments", "check_loss_arguments", "diagnostic_means",
-           "diagnostic_sums", "grpo_loss"]
+           "diagnostic_sums", "grpo_loss", "grpo_loss_math", "loss_arguments"]
 
 #: The diagnostics ``grpo_loss`` returns, in this order (TRL's ``clip_ratio/*`` and more).
 DIAGNOSTICS = ("clip_frac_low", "clip_frac_high", "clip_frac", "mean_ratio", "mean_kl",
@@ -165,6 +165,28 @@ def grpo_loss(logp, old_logp, ref_logp, adv, mask, *, eps_low=0.2, eps_high=None
                              eps_high=eps_high, beta=beta, kl=kl, agg=agg, level=level,
                              dual_clip=dual_clip, max_len=max_len, kl_clamp=kl_clamp,
                              kl_bias_correction=kl_bias_correction, autograd=True)
+    return grpo_loss_math(x)
+
+
+def loss_arguments(logp, old_logp, ref_logp, adv, mask, *, eps_low, eps_high, beta, kl, agg,
+                   level="token", dual_clip=None, max_len=None, kl_clamp=None,
+                   kl_bias_correction=False) -> LossArguments:
+    """:class:`LossArguments` from values a composed caller has already checked, with no
+    check of its own: ``gl.hf.grpo_step`` validates its knobs once at the door
+    (``StepConfig.validate``) and its tensors are its own, so each micro-batch's loss goes
+    straight to :func:`grpo_loss_math` (validate once, DESIGN.md)."""
+    a = adv[:, None] if adv.dim() == 1 else adv                    # (N, 1) or (N, T)
+    dtypes = [logp.dtype, a.dtype] + ([] if ref_logp is None else [ref_logp.dtype])
+    out_dtype = common_dtype(*dtypes)
+    work = working_dtype(out_dtype)
+    m = mask.to(work)                                              # (N, T) 0.0 / 1.0
+    return LossArguments(logp, old_logp, ref_logp, a, m, valid_lengths(m), eps_low,
+                         eps_low if eps_high is None else eps_high, beta, kl, agg, level, work,
+                         out_dtype, dual_clip, max_len, kl_clamp, kl_bias_correction)
+
+
+def grpo_loss_math(x: LossArguments):
+    """:func:`grpo_loss` on checked arguments: the loss and its diagnostics."""
     lp, a, m = x.logp.to(x.work), x.adv.to(x.work), x.mask        # (N, T), (N, 1)/(N, T), (N, T)
     log_ratio = lp - x.old_logp.to(x.work)                         # (N, T) log pi_theta / pi_old
     if x.level == "token":
