@@ -167,8 +167,9 @@ def _environment(quick, repeats, device):
     return info
 
 
-def check_run_options(repeats, threads, linear_repeats=3):
-    """``(repeats, threads, linear_repeats)`` checked, with the reasons for their bounds."""
+def check_run_options(repeats, threads, linear_repeats=3, linear_jobs=1):
+    """``(repeats, threads, linear_repeats, linear_jobs)`` checked, with the reasons for their
+    bounds."""
     repeats = check_int("repeats", repeats, minimum=MIN_REPEATS, maximum=MAX_REPEATS,
                         why=" (medians of fewer runs are noise on a shared machine; each round "
                             "of the full sizes takes seconds)")
@@ -178,19 +179,23 @@ def check_run_options(repeats, threads, linear_repeats=3):
         threads = check_int("threads", threads, minimum=1, maximum=max_threads(),
                             why=f" (at most {THREADS_PER_CPU} per CPU, {os.cpu_count()} here: "
                                 f"more only wait for each other)")
-    return repeats, threads, linear_repeats
+    linear_jobs = check_int("linear_jobs", linear_jobs, minimum=1, maximum=4,
+                            why=" (one process per implementation of the loss from hidden states)")
+    return repeats, threads, linear_repeats, linear_jobs
 
 
 def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "linear"),
-        threads=None, adv_sizes=None, loss_size=None, linear_size=None, linear_repeats=3):
+        threads=None, adv_sizes=None, loss_size=None, linear_size=None, linear_repeats=3,
+        linear_jobs=1):
     """Run the benchmarks and return ``{"environment", "results", "summary"}`` (JSON-ready).
 
     ``adv_sizes`` (a list of (B, G)), ``loss_size`` ((N, T)) and ``linear_size`` ((N, T, H, V))
     replace the full sizes, or the quick ones with ``quick=True``; ``threads`` defaults to 1 on
     CPU (see ``--threads``); ``linear_repeats`` timed steps of the loss from hidden states (each
-    takes seconds at the full size).
+    takes seconds at the full size); ``linear_jobs`` of its fresh processes side by side.
     """
-    repeats, threads, linear_repeats = check_run_options(repeats, threads, linear_repeats)
+    repeats, threads, linear_repeats, linear_jobs = check_run_options(repeats, threads,
+                                                                      linear_repeats, linear_jobs)
     torch = torch_or_none()
     if threads is None and device == "cpu":
         threads = 1
@@ -207,7 +212,8 @@ def run(*, quick=False, repeats=7, device="cpu", only=("advantages", "loss", "li
     if "linear" in only and torch is not None:
         rows += bench_fused_linear(tuple(linear_size or (QUICK_LINEAR_SIZE if quick
                                                          else LINEAR_SIZE)),
-                                   linear_repeats, threads=threads or 1, device=device)
+                                   linear_repeats, threads=threads or 1, device=device,
+                                   jobs=linear_jobs)
     env["load_average_end"] = list(os.getloadavg())
     report = {"environment": env, "results": rows, "summary": summary(rows)}
     losses = [r["loss"] for r in rows if r["bench"].startswith("fused linear") and "error" not in r]
@@ -274,13 +280,18 @@ def main(argv=None):
                         help="timed steps of the loss from hidden states in each fresh process, "
                              "after a warm-up and a profiled step (default 3; each step takes "
                              "seconds to a minute at the full size on a loaded CPU)")
+    parser.add_argument("--linear-jobs", type=int, default=1, choices=range(1, 5),
+                        metavar="{1,2,3,4}",
+                        help="fresh processes of the loss from hidden states run side by side "
+                             "(default 1, one after the other; 4 measures the four under the "
+                             "same load)")
     parser.add_argument("--out", default="bench_results.json", help="the JSON file to write")
     args = parser.parse_args(argv)
     problem = check_out_path(args.out, "file")
     if problem:                                          # before minutes of benchmarks
         parser.error(f"--out: {problem}")
     try:
-        check_run_options(args.repeats, args.threads, args.linear_repeats)
+        check_run_options(args.repeats, args.threads, args.linear_repeats, args.linear_jobs)
     except ValueError as exc:                            # "repeats: expected ..." -> --repeats
         name, rest = str(exc).split(":", 1)
         parser.error(f"--{name.replace('_', '-')}:{rest}")
@@ -291,7 +302,7 @@ def main(argv=None):
                          + ("no torch" if torch is None else "no CUDA device"))
     report = run(quick=args.quick, repeats=args.repeats, device=args.device,
                  only=tuple(args.only or ("advantages", "loss", "linear")), threads=args.threads,
-                 linear_repeats=args.linear_repeats)
+                 linear_repeats=args.linear_repeats, linear_jobs=args.linear_jobs)
     print_report(report)
     try:
         with open(args.out, "w") as f:

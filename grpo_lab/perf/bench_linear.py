@@ -1,21 +1,29 @@
 r"""The loss from hidden states, benched: fused (this package), Liger-Kernel's, TRL's, and eager.
 
 Taught in chapter 7 (``chapters/07_performance.ipynb``); :mod:`grpo_lab.perf.bench` calls
-:func:`bench_fused_linear`. At (N, T, H, V) = (8, 512, 512, 32000), float32, one step is the
+:func:`bench_fused_linear`. At (N, T, H, V) = (8, 1024, 512, 65536), float32, a size where every
+peer's tiling is active (N*T = 8192 tokens, more than TRL's 4096-token tile; V = 65536, two of
+TRL's 32768-column tiles and sixteen of Liger's 4096), one step is the
 LM head, the log-probs of the sampled tokens, the GRPO loss (DAPO aggregation, old_logp None,
 beta 0: the settings Liger's and this loss share by default) and the backward pass into the
 hidden states and the head:
 
 * ``fused``: :func:`grpo_lab.torch.fused_linear.fused_linear_grpo_loss`;
 * ``liger``: ``liger_kernel.chunked_loss.LigerFusedLinearGRPOLoss(compiled=False)`` (its
-  torch code path, which runs on a CPU), when Liger-Kernel is installed. Liger 0.8.5 also
-  computes the gradients in its forward pass, chunk by chunk (``torch.func.grad_and_value``),
-  and scores every position, padding included;
+  torch code path, which runs on a CPU), when Liger-Kernel is installed. Liger 0.8.5
+  (``liger_kernel/chunked_loss/fused_linear_ppo.py``) computes the gradients in its forward
+  pass, a chunk of ``chunk_size`` sequences (default 1) at a time, with
+  ``torch.autograd.grad`` on each chunk's loss (line 334); the chunk's log-probs come from
+  ``_ChunkedSelectiveLogProbFunction`` (line 136), which streams tiles of 2048 rows x 4096
+  vocabulary columns through an online logsumexp (lines 9-10, 35-68) and, in its backward,
+  makes each tile of logits again (lines 103-129): four products per token. Every position
+  is scored, padding included;
 * ``trl``: :func:`trl_linear_grpo_loss`, TRL 1.16.0's own fused LM head: the log-probs from
   ``trl.kernels.ChunkedLogProbFunction`` (what ``trl.trainer.utils::add_fused_lm_head``
-  installs on every GRPOTrainer model; on a CPU its tiles are folded in torch and every
-  position is scored, ``_use_triton`` being False), then :func:`grpo_lab.torch.grpo_loss`;
-  its backward makes each tile of logits a second time;
+  installs on every GRPOTrainer model): tiles of 4096 tokens x 32768 vocabulary columns. On a
+  GPU the tiles run in Triton; on a CPU (``_use_triton`` False, what this bench measures
+  unless ``--device cuda``) they are folded in torch and every position is scored. Then
+  :func:`grpo_lab.torch.grpo_loss`; its backward makes each tile of logits a second time;
 * ``eager``: :func:`eager_linear_grpo_loss`, the (N, T, V) logits, ``log_softmax``, a gather
   and :func:`grpo_lab.torch.grpo_loss`: the unchunked composition (TRL before its fused head).
 
@@ -41,7 +49,7 @@ __all__ = ["IMPLS", "LINEAR_SIZE", "QUICK_LINEAR_SIZE", "TRL_CHUNK", "bench_fuse
            "eager_linear_grpo_loss", "linear_inputs", "measure_one", "step_function",
            "trl_linear_grpo_loss", "RECORD"]
 
-LINEAR_SIZE = (8, 512, 512, 32000)              # (N, T, H, V), from issue 19
+LINEAR_SIZE = (8, 1024, 512, 65536)             # (N, T, H, V): every peer tiles (issue 36)
 QUICK_LINEAR_SIZE = (4, 64, 64, 2000)
 IMPLS = ("fused", "liger", "trl", "eager")
 TRL_CHUNK = 32768       # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE: vocabulary columns a tile
@@ -66,19 +74,28 @@ def eager_linear_grpo_loss(hidden, weight, ids, adv, mask, *, loss_type="dapo"):
 
 
 def trl_linear_grpo_loss(hidden, weight, ids, adv, mask, *, loss_type="dapo"):
-    """TRL 1.16.0's path: ``trl.kernels.ChunkedLogProbFunction`` over every position (as
-    ``add_fused_lm_head``'s forward calls it off Triton devices: all N*T rows, labels clamped at
-    0, padding zeroed after), asked for the log-probs only, then :func:`grpo_lab.torch.grpo_loss`
-    with old_logp the detached log-probs and beta 0. (GRPOTrainer also asks for the entropy, for
-    its metrics; leaving it out only makes TRL's row faster.)"""
+    """TRL 1.16.0's path: ``trl.kernels.ChunkedLogProbFunction`` as ``add_fused_lm_head``'s
+    forward calls it (``trl/trainer/utils.py:1640-1659``), asked for the log-probs only, then
+    :func:`grpo_lab.torch.grpo_loss` with old_logp the detached log-probs and beta 0.
+
+    On a Triton device (``_use_triton``) only the valid positions are scored and scattered back;
+    elsewhere (a CPU) every one of the N*T rows is, labels clamped at 0, padding zeroed after.
+    (GRPOTrainer also asks for the entropy, for its metrics; leaving it out only makes TRL's
+    row faster.)"""
     from trl.kernels import ChunkedLogProbFunction
+    from trl.kernels.chunked_logprob import _use_triton
 
     import grpo_lab.torch as glt
     N, T, H = hidden.shape
-    logp, *_ = ChunkedLogProbFunction.apply(hidden.reshape(N * T, H), weight, None,
-                                            ids.reshape(N * T), 1.0, TRL_CHUNK, None, 1.0,
-                                            ("log_probs",))             # (N*T,)
-    logp = logp.view(N, T).masked_fill(~mask, 0.0)                      # (N, T)
+    compact = _use_triton(hidden.device)
+    rows = hidden[mask] if compact else hidden.reshape(N * T, H)        # (n, H)
+    labels = ids[mask] if compact else ids.reshape(N * T)               # (n,)
+    logp, *_ = ChunkedLogProbFunction.apply(rows, weight, None, labels, 1.0, TRL_CHUNK, None,
+                                            1.0, ("log_probs",))           # (n,)
+    if compact:
+        logp = logp.new_zeros(mask.shape).masked_scatter(mask, logp)    # (N, T)
+    else:
+        logp = logp.view(N, T).masked_fill(~mask, 0.0)                  # (N, T)
     return glt.grpo_loss(logp, logp.detach(), None, adv, mask, beta=0.0, agg=loss_type)
 
 
@@ -141,6 +158,7 @@ def measure_one(impl, size, repeats, seed=0, threads=1, device="cpu"):
     import torch
 
     from grpo_lab.perf.measure import peak_bytes_torch
+    load_start = list(os.getloadavg())                 # the machine's load, with the figures
     torch.set_num_threads(threads)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     inputs = linear_inputs(size, seed, device)
@@ -156,30 +174,40 @@ def measure_one(impl, size, repeats, seed=0, threads=1, device="cpu"):
         times.append(time.perf_counter() - start)
     return {"bench": "fused linear GRPO fwd+bwd", "shape": list(size), "impl": impl,
             "device": device, "median_s": statistics.median(times), "times_s": times,
-            "peak_extra_bytes": peak, "loss": loss, "threads": threads}
+            "peak_extra_bytes": peak, "loss": loss, "threads": threads,
+            "load_average_start": load_start, "load_average_end": list(os.getloadavg())}
 
 
 def bench_fused_linear(size=LINEAR_SIZE, repeats=3, seed=0, threads=1, impls=IMPLS,
-                       device="cpu"):
-    """Each implementation in a fresh process, one after the other; their rows (JSON-ready).
+                       device="cpu", jobs=1):
+    """Each implementation in a fresh process; their rows (JSON-ready), in ``impls`` order.
 
-    An implementation that cannot run (Liger-Kernel or TRL not installed) gives a row with
+    ``jobs`` 1 runs the processes one after the other; ``jobs`` > 1 runs that many side by
+    side, so that on a shared machine whose load drifts every peer is measured under the same
+    load (each row records the load average when its process started and ended). An
+    implementation that cannot run (Liger-Kernel or TRL not installed) gives a row with
     ``error``.
     """
-    rows = []
-    for impl in impls:
-        cmd = [sys.executable, "-m", "grpo_lab.perf.bench_linear", impl, *map(str, size),
-               str(repeats), str(seed), str(threads), device]
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0 or not lines:
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            rows.append({"bench": "fused linear GRPO fwd+bwd", "shape": list(size),
-                         "impl": impl, "device": device, "error": tail})
+    jobs = check_int("jobs", jobs, minimum=1, maximum=len(impls))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    waiting, running, done = list(impls), {}, {}
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            impl = waiting.pop(0)
+            cmd = [sys.executable, "-m", "grpo_lab.perf.bench_linear", impl, *map(str, size),
+                   str(repeats), str(seed), str(threads), device]
+            running[impl] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                             text=True, env=env)
+        impl = next(iter(running))
+        out, err = running.pop(impl).communicate()
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            tail = (err.strip().splitlines() or ["no output"])[-1]
+            done[impl] = {"bench": "fused linear GRPO fwd+bwd", "shape": list(size),
+                          "impl": impl, "device": device, "error": tail}
         else:
-            rows.append(json.loads(lines[-1]))
-    return rows
+            done[impl] = json.loads(lines[-1])
+    return [done[impl] for impl in impls]
 
 
 if __name__ == "__main__":   # python -m grpo_lab.perf.bench_linear IMPL N T H V REPEATS SEED THREADS DEV

@@ -248,6 +248,7 @@ def test_a_name_that_is_not_utf8_is_printed_escaped(encoding, tmp_path, monkeypa
     (dict(repeats=10**8), r"^repeats: expected an integer in \[5, 1000\]"),
     (dict(repeats=5, threads=10**6), r"^threads: expected an integer in \[1, \d+\] \(at most 4"),
     (dict(repeats=5, linear_repeats=0), r"^linear_repeats: expected an integer in \[1, 1000\]"),
+    (dict(repeats=5, linear_jobs=0), r"^linear_jobs: expected an integer in \[1, 4\]"),
 ])
 def test_run_bounds_its_integers_for_callers_in_python_too(options, message):
     with pytest.raises(ValueError, match=message):
@@ -270,8 +271,16 @@ def test_trls_fused_head_path_equals_eager_loss_and_gradients():
 def test_the_shipped_full_size_record_is_four_fresh_processes_agreeing():
     from grpo_lab.perf import bench_linear as bl
     record = bl.RECORD
-    assert record["command"].endswith("python -m grpo_lab.bench --only linear")
+    assert "python -m grpo_lab.bench --only linear" in record["command"]
     assert [r["impl"] for r in record["results"]] == list(bl.IMPLS)
     assert all(r["shape"] == list(bl.LINEAR_SIZE) for r in record["results"])
+    # a size where every peer tiles: N*T past TRL's 4096-token tile, V past its 32768 columns
+    N, T, H, V = bl.LINEAR_SIZE
+    assert N * T > 4096 and V > bl.TRL_CHUNK
+    # the machine's load is recorded with every row, and the rows are CPU runs (TRL's torch
+    # fold, not its Triton path)
+    for r in record["results"]:
+        assert r["device"] == "cpu" and len(r["load_average_start"]) == 3
+        assert len(r["load_average_end"]) == 3 and r["median_s"] > 0
     assert record["linear_loss_check"]["equal_to_1e-5"]
     assert record["summary"] == bench.summary(record["results"])      # the goals, recomputed

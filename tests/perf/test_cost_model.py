@@ -237,3 +237,47 @@ def test_kv_cache_activations_capacity_and_padding():
         mem.padding_waste([])
     with pytest.raises(ValueError, match="pad_to"):
         mem.padding_waste([5], pad_to=3)
+
+
+def test_a_trainer_rank_holds_more_than_its_state_counted_by_hand():
+    # Qwen2.5-7B, ZeRO-3 over 8 GPUs, a micro-batch of 16 x 1280 tokens, checkpointing
+    model, micro = cm.QWEN25_7B, 16 * 1280
+    P, V, d = cm.param_counts(model)["total"], 152064, 3584
+    parts = mem.trainer_bytes_per_gpu(model, 8, micro)
+    assert parts["training state"] == pytest.approx(16 * P / 8)          # an eighth: 15.2 GB
+    assert parts["reference weights"] == pytest.approx(2 * P / 8)        # bf16, sharded
+    assert parts["ZeRO-3 gather"] == 2 * 2 * V * d                       # two LM-head-sized units
+    assert parts["logits"] == micro * V * 2 == pytest.approx(6.23e9, rel=1e-3)
+    assert parts["logits fp32"] == 2 * parts["logits"] == pytest.approx(12.46e9, rel=1e-3)
+    assert parts["activations"] == mem.activation_bytes(model, micro, checkpointing=True)
+    # the chapter's conclusion: beside an engine given half the card, the full logits do not
+    # fit on an H100 (46.1 GB > 40 GB) and do on an H200; a chunked LM head fits on both
+    full = sum(parts.values())
+    chunked = sum(mem.trainer_bytes_per_gpu(model, 8, micro, chunked_logits=True).values())
+    assert 0.5 * H100_SXM.hbm_capacity_bytes < full < 0.5 * H200_SXM.hbm_capacity_bytes
+    assert chunked < 0.5 * H100_SXM.hbm_capacity_bytes
+    assert chunked == pytest.approx(full - parts["logits"] - parts["logits fp32"])
+    # no reference, no ZeRO-3: those parts are 0 and the weights are whole
+    z0 = mem.trainer_bytes_per_gpu(model, 8, micro, zero_stage=0, reference=False)
+    assert z0["reference weights"] == z0["ZeRO-3 gather"] == 0.0
+    assert z0["training state"] == 16 * P
+
+
+def test_the_one_gpu_case_cannot_train_on_one_gpu():
+    # the chapter prices 512 sequences on one GPU for its decode regime only: 16 bytes a
+    # parameter (122 GB) is more than an H100 holds; with the reference and a micro-batch's
+    # activations, even with a chunked LM head and no engine beside it, more than an H200
+    state = sum(mem.training_bytes_per_gpu(cm.QWEN25_7B, 1, 0).values())
+    assert H100_SXM.hbm_capacity_bytes < state < H200_SXM.hbm_capacity_bytes
+    rank = mem.trainer_bytes_per_gpu(cm.QWEN25_7B, 1, 16 * 1280, zero_stage=0, chunked_logits=True)
+    assert sum(rank.values()) > H200_SXM.hbm_capacity_bytes
+
+
+def test_the_decode_figure_is_the_tables_lengths_not_t_steps_for_everyone():
+    # 512 lengths from 256 to 1024 (mean 640): 2 M x 327,680 tokens at the peak is 4.7 s,
+    # where every sequence running 1024 steps would be 7.5 s
+    M = cm.param_counts(cm.QWEN25_7B)["matmul"]
+    lengths = cm.completion_lengths(512, 1024)
+    assert lengths.sum() == 327680
+    assert round(2 * M * lengths.sum() / H100_SXM.bf16_flops, 1) == 4.7
+    assert round(2 * M * 512 * 1024 / H100_SXM.bf16_flops, 1) == 7.5

@@ -196,3 +196,17 @@ def test_a_data_tensor_that_requires_grad_is_refused_by_name(name):
                                          "grad"):
         fused_linear_grpo_loss(hidden, weight, ids, args["adv"], args["mask"],
                                old_logp=args["old_logp"], ref_logp=args["ref_logp"], beta=0.04)
+
+
+def test_eager_keeps_one_n_t_v_tensor_for_its_backward_not_two():
+    # chapter 7: the logits are not saved (the product's backward needs h and W); log_softmax's
+    # output is, and gather saves a second reference to that same tensor, not a second tensor
+    size = (2, 8, 4, 50)
+    hidden, weight, ids, adv, mask = linear_inputs(size, seed=0)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: saved.append((tuple(t.shape), t.untyped_storage().data_ptr())) or t,
+            lambda t: t):
+        eager_linear_grpo_loss(hidden, weight, ids, adv, mask)
+    big = [ptr for shape, ptr in saved if shape == size[:2] + size[3:]]
+    assert len(set(big)) == 1 and len(big) >= 1
