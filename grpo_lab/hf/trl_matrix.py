@@ -457,6 +457,7 @@ def run_distributed(out_dir, *, seed: int = 0) -> dict:
         state.wait_for_everyone()
         if state.is_main_process:
             shutil.rmtree(folder, ignore_errors=True)
+        state.wait_for_everyone()                   # every rank then sees the folder gone
     diffs.update(rank=state.process_index, processes=state.num_processes,
                  rows=int(capture.calls[0]["inputs"]["completion_ids"].shape[0]),
                  num_items=[float(c["inputs"]["num_items_in_batch"]) for c in capture.calls],

@@ -27,6 +27,7 @@ def test_two_processes_equal_the_books_math(tmp_path):
         assert r["processes"] == 2 and r["calls"] >= 2
         assert r["loss"] < 1e-6 and r["grad"] < 1e-6 * max(1.0, r["grad_max"]), r
         assert r["adv"] < 1e-5 and r["grad_max"] > 1e-3, r
+        assert set(r["needs"]) == {"kl", "ratio_dev"} and r["kl"] > 0 and r["ratio_dev"] > 0, r
         # dapo's normaliser counts both ranks' tokens: more than this rank's own
         assert all(n > t for n, t in zip(r["num_items"], r["local_tokens"])), r
         assert not r["folder_left"]
