@@ -9,7 +9,8 @@ retired, because each once meant two things:
   TD residual and only that);
 - a bare ``\\epsilon`` for anything (the std guard is ``\\epsilon_{\\text{std}}``);
 - ``\\varepsilon`` (the clip range) as the std guard, and ``\\tilde r_i`` as the advantage
-  (it is ``A_i``).
+  (it is ``A_i``);
+- ``o_i`` for a completion (it is ``y_i``; DeepSeekMath's ``o_i`` is named once, in the intro).
 
 This test greps every chapter's markdown cells and code-cell comments, ``intro.md``,
 ``cheatsheet.md`` and the interview deck's cards (``grpo_lab/deck/cards/*.toml``, once the
@@ -45,6 +46,8 @@ RETIRED = [
     ("\\varepsilon (the clip range) as the std guard",
      re.compile(r"(?:\\operatorname\{std\}\([^)$]*\)|\\sigma|\bstd\b)\s*\+\s*\\varepsilon")),
     ("\\tilde r as the advantage (it is A_i)", re.compile(r"\\tilde\s*\{?\s*r(?![a-zA-Z])")),
+    ("o_i as a completion (it is y_i; DeepSeekMath's o_i is named once, in the intro)",
+     re.compile(r"(?<![A-Za-z\\_])o_(?=\{?[itjkG0-9])")),
 ]
 
 # Files not yet scanned, with the reason. Each is printed on every run (see the docstring).
@@ -141,6 +144,8 @@ def test_uncovered_files_exist_and_are_listed():
     r"$\epsilon = 10^{-8}$",
     r"$A = (r - \mu) / (\sigma + \varepsilon)$",
     r"$\tilde r_i$",
+    r"completions $o_1, \dots, o_G$",
+    r"$\frac1{|o_i|}\sum_t \pi_\theta(o_{i,t} \mid q, o_{i,<t})$",
 ])
 def test_patterns_catch_the_retired_uses(bad):
     """Each retired use is caught, so a clean scan means something."""
@@ -155,6 +160,7 @@ def test_patterns_catch_the_retired_uses(bad):
     r"$d = \log\pi_\theta - \log\pi_{\text{ref}}$, $k_3 = e^{-d} + d - 1$",
     "# (N, T) log-ratio, the rewards r and the ratio rho",
     r"$\log\rho_t$ and the logits",
+    r"$\pi_\theta(y_{i,t} \mid q, y_{i,<t})$, `completion_ids`, `trl/trainer/grpo_trainer.py`",
 ])
 def test_patterns_pass_the_book_notation(good):
     assert not any(p.search(good) for _, p in RETIRED), good
