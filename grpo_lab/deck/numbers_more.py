@@ -259,7 +259,9 @@ def _lora():
 
 # --- adaptive KL controllers (03) ---------------------------------------------------------------
 
-AKL_HORIZON, AKL_N_STEPS = 10000, 1024
+# n counts sequences (OpenRLHF passes rollout.batch_size * n_samples_per_prompt,
+# ppo_trainer.py:253): 1024 prompts x G = 8
+AKL_HORIZON, AKL_N_STEPS = 10000, 1024 * 8
 
 
 def adaptive_kl_multiplier(kl, target, n_steps=AKL_N_STEPS, horizon=AKL_HORIZON):
@@ -268,12 +270,13 @@ def adaptive_kl_multiplier(kl, target, n_steps=AKL_N_STEPS, horizon=AKL_HORIZON)
     return 1 + float(np.clip(kl / target - 1, -0.2, 0.2)) * n_steps / horizon
 
 
-@provides("akl_mult_high", "akl_steps_double", "akl_mult_low")
+@provides("akl_mult_high", "akl_steps_double", "akl_mult_low", "akl_n", "akl_batches_double")
 def _adaptive_kl():
     up = adaptive_kl_multiplier(2.0, 1.0)                             # KL twice the target
     down = adaptive_kl_multiplier(0.5, 1.0)                           # half the target
-    return {"akl_mult_high": up, "akl_steps_double": float(np.log(2) / np.log(up)),
-            "akl_mult_low": down}
+    steps = float(np.log(2) / np.log(up))                             # batches to double beta
+    return {"akl_mult_high": up, "akl_steps_double": steps, "akl_mult_low": down,
+            "akl_n": AKL_N_STEPS, "akl_batches_double": int(np.ceil(steps))}
 
 
 # --- MFU of training and rollout (07) ---------------------------------------------------------
