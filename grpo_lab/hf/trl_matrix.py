@@ -85,7 +85,8 @@ OPTIONS = {
                               "glt.grpo_loss(eps_low, eps_high)"),
     "delta (two-sided clip)": (dict(epsilon=0.02, epsilon_high=0.03, delta=1.02),
                                "coef_1 = min(r, delta)", f"{_GT}:3115-3116",
-                               "glt.grpo_loss(eps_high=min(eh, delta-1), dual_clip=max(delta, 1+eh))"),
+                               "glt.grpo_loss(eps_high=min(eh, delta - 1), "
+                               "dual_clip=max(delta, 1 + eh))"),
     "top_entropy_quantile=0.2": (dict(top_entropy_quantile=0.2), "l x 1[H >= Q_0.8(H)]",
                                  f"{_GT}:1380-1415, 3049-3052, 3143-3144",
                                  "glt.high_entropy_mask folded into A"),
@@ -407,17 +408,38 @@ def run_option(name: str, prepared=None, *, seed: int = 0) -> dict:
     return diffs
 
 
-def run_matrix(names=None, *, seed: int = 0, out=sys.stdout) -> list:
-    """Every option (or ``names``), one row each, printed as it runs."""
+def run_matrix(names=None, *, seed: int = 0, out=sys.stdout, keep_going: bool = False) -> list:
+    """Every option (or ``names``), one row each, printed as it runs. With ``keep_going`` an
+    option that raises (a newer TRL renamed what the capture hooks) gives a row with its
+    ``error`` instead of stopping the matrix."""
     prepared = setup(seed)
     rows = []
     for name in names or OPTIONS:
-        row = run_option(name, prepared, seed=seed)
+        try:
+            row = run_option(name, prepared, seed=seed)
+        except Exception as err:                              # reported, never hidden
+            if not keep_going:
+                raise
+            row = dict(option=name, error=f"{type(err).__name__}: {err}")
+            print(f"{name:30s} {row['error']}", file=out, flush=True)
+            rows.append(row)
+            continue
         rows.append(row)
         acted = ", ".join(f"{k} {row[k]:.3g}" for k in row["needs"])
         print(f"{name:30s} loss {row['loss']:.1e}  grad {row['grad']:.1e}  adv {row['adv']:.1e}"
               f"  ({row['seconds']:.1f} s){'  ' + acted if acted else ''}", file=out, flush=True)
     return rows
+
+
+def verdict(row) -> str:
+    """``equal`` for a row within tolerance whose option acted, else ``CHANGED`` and why."""
+    if "error" in row:
+        return f"CHANGED ({row['error']})"
+    if not passes(row):
+        return (f"CHANGED (loss {row['loss']:.1e}, grad {row['grad']:.1e} of "
+                f"{row['grad_max']:.1e}, adv {row['adv']:.1e})")
+    missing = unexercised(row)
+    return f"CHANGED (did not act: {', '.join(missing)})" if missing else "equal"
 
 
 def passes(row) -> bool:
@@ -480,28 +502,34 @@ def main(argv=None) -> int:
     parser.add_argument("--distributed", metavar="DIR", help="run one rank of the two-process "
                         "check under torchrun and write DIR/rank{r}.json")
     a = parser.parse_args(argv)
+    if a.write and a.only:
+        parser.error("--write rewrites the whole record: leave out --only")
+    unknown = sorted(set(a.only or ()) - set(OPTIONS))
+    if unknown:
+        parser.error(f"--only: unknown option(s) {unknown}; expected names of OPTIONS")
     if a.distributed:
         return 0 if passes(run_distributed(a.distributed)) else 1
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)                # a 1-layer model: a second thread only waits
     torch.manual_seed(0)
     start = time.perf_counter()
-    rows = run_matrix(a.only)
+    rows = run_matrix(a.only, keep_going=a.report)
     seconds = time.perf_counter() - start
-    changed = [r["option"] for r in rows if not passes(r)]
+    changed = [r["option"] for r in rows if verdict(r) != "equal"]
     if a.report:
         old = json.loads(RECORD.read_text())
-        print(f"TRL {trl.__version__} (record: {old['trl_version']}), {seconds:.0f} s")
+        print(f"TRL {trl.__version__} against the record's TRL {old['trl_version']} "
+              f"({seconds:.0f} s)")
         for r in rows:
-            state = "equal" if passes(r) else "CHANGED"
-            print(f"  {state:8s} {r['option']}")
+            print(f"  {verdict(r):8s}  {r['option']}")
         print(f"{len(changed)} of {len(rows)} options changed" + (": " + ", ".join(changed)
                                                                   if changed else ""))
-    if a.write:
+    if a.write and not changed:
         RECORD.write_text(json.dumps(dict(trl_version=trl.__version__, seconds=round(seconds, 1),
                                           tolerance=dict(loss=TOL, grad=TOL, adv=ADV_TOL),
                                           rows=rows), indent=1) + "\n")
+    elif a.write:
+        print(f"not written: {', '.join(changed)} changed", file=sys.stderr)
     return 1 if changed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -28,7 +28,10 @@ from grpo_lab.hf import trl_matrix as M  # noqa: E402
 
 @pytest.fixture(scope="module")
 def prepared():
-    return M.setup(0)                    # tokenizer, task and model, built once for the module
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)             # a 1-layer model: one thread, the other core is free
+    yield M.setup(0)                     # tokenizer, task and model, built once for the module
+    torch.set_num_threads(threads)
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,14 +61,14 @@ def test_gspo_is_run_at_the_sequence_level_with_its_clip_acting(prepared, tmp_pa
     assert fields["importance_sampling_level"] == "sequence" and fields["loss_type"] == "grpo"
     assert M.passes(row) and row["steps"] == 2
     assert row["ratio_dev"] > 1e-3          # the second step's ratios are off 1 ...
-    assert row["clipped"] > 0               # ... and some sequence ratios leave [1 - 3e-4, 1 + 4e-4]
+    assert row["clipped"] > 0               # ... and some s_i leave [1 - 3e-4, 1 + 4e-4]
     from trl import GRPOConfig
     knobs = glh.trl_knobs(GRPOConfig(output_dir=str(tmp_path), report_to="none",
                                           use_cpu=True, **fields))
     assert (knobs.level, knobs.eps_low, knobs.eps_high) == ("sequence", 3e-4, 4e-4)
 
 
-def test_needs_names_what_each_option_must_show():
+def test_needs_names_what_each_option_must_show(prepared):
     import grpo_lab.hf as glh
 
     k = glh.TRLKnobs(beta=0.04, num_iterations=2, mask_truncated=True, entropy_quantile=0.2,
@@ -76,7 +79,7 @@ def test_needs_names_what_each_option_must_show():
     assert M.unexercised(dict(needs=["kl", "clipped"], kl=0.3, clipped=0)) == ["clipped"]
 
 
-def test_the_record_holds_every_option_within_tolerance():
+def test_the_record_holds_every_option_within_tolerance(prepared):
     if not M.RECORD.exists():       # written by: python -m grpo_lab.hf.trl_matrix --write
         pytest.skip("trl_matrix.json not written yet")
     record = json.loads(M.RECORD.read_text())
