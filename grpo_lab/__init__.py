@@ -190,6 +190,10 @@ def __getattr__(name):
         return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'grpo_lab' has no attribute {name!r}")
 
+# Every chapter past the light install: gl.needs("torch", ...) stops with one line, not a traceback.
+from grpo_lab.book.needs import needs  # noqa: E402
+__all__ += ["needs"]
+
 # Chapter 4, pitfalls 6 and 7: float32 master weights and loss scaling (gl.master_weights).
 _MODULES["master_weights"] = "grpo_lab.numerics.master_weights"
 __all__ += ["master_weights"]
