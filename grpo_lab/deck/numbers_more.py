@@ -438,3 +438,28 @@ def _loss_scaling():
             "ls_overflow_big": float(100 * np.mean(~np.isfinite(big))),
             "ls_fp16_tiny": float(np.finfo(np.float16).smallest_subnormal),
             "ls_fp16_max": float(np.finfo(np.float16).max)}
+
+
+# --- the questions every interview loop asks (cards/23_interview_core.toml) -------------------
+
+def pass_at_k_unbiased(n, c, k):
+    """Chen et al. 2021's unbiased pass@k from n samples with c correct: 1 - C(n-c, k)/C(n, k),
+    as a running product (no large binomials)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+@provides("ev_avg", "ev_pass8", "ev_naive8", "ev_point", "fw_all_wrong", "fw_all_wrong_16", "ws_gb")
+def _interview():
+    n, c, k = 16, 4, 8                                               # samples, correct, k
+    p = 0.05                                                         # a frontier prompt
+    return {
+        "ev_avg": c / n,                                             # avg@16 = mean accuracy
+        "ev_pass8": pass_at_k_unbiased(n, c, k),
+        "ev_naive8": float(1 - (1 - c / n) ** k),                    # plug-in, biased low
+        "ev_point": 100 / 30,                                        # one AIME problem, in points
+        "fw_all_wrong": float((1 - p) ** 8),                         # G = 8, all wrong
+        "fw_all_wrong_16": float((1 - p) ** 16),
+        "ws_gb": 7e9 * 2 / 1e9,                                      # 7B weights in bf16
+    }
