@@ -12,10 +12,18 @@ supervision). Each is a plain function of its inputs, drawn and tested without a
   in the same order as its code (TRL 1.16.0, verl 0.9.1, OpenRLHF 0.11.2; each docstring cites
   the lines), ``all_equal_table`` runs them on groups whose rewards are all equal, and
   ``all_equal_figure`` draws it. ``tests/reference/test_ch08_finding.py`` proves each of the
-  three bit for bit equal to the real code.
+  three bit for bit equal to the real code;
+* "TRL, option by option": ``trl_matrix_record`` reads the record that
+  ``python -m grpo_lab.hf.trl_matrix --write`` wrote (TRL 1.16.0's real trainer against the
+  book's functions, option by option), ``trl_matrix_markdown`` renders it as the chapter's
+  table, and ``TRL_MAP_OPTIONS`` names the runs that back each TRL cell of the knob map
+  (``trl_map_backing``).
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -30,7 +38,9 @@ describe_figures()
 
 __all__ = ["SYSTEM_ADVANTAGES", "advantages_by_system_figure", "all_equal_figure",
            "all_equal_table", "losses_by_system_figure", "openrlhf_advantages",
-           "process_vs_outcome_figure", "trl_advantages", "trl_nanstd", "verl_advantages"]
+           "process_vs_outcome_figure", "TRL_MAP_OPTIONS", "TRL_RECORD", "trl_advantages",
+           "trl_config", "trl_map_backing", "trl_matrix_markdown", "trl_matrix_record", "trl_nanstd",
+           "verl_advantages"]
 
 _COLOURS = {"grpo_lab": "#555555", "trl": "#e1812c", "verl": "#3b75af", "openrlhf": "#3a923a"}
 
@@ -258,3 +268,98 @@ def all_equal_figure(table, *, fig=None):
     fig.suptitle("An all-equal group should get no signal: three trainers give it one")
     fig.tight_layout()
     return fig
+
+
+# --- TRL, option by option: the matrix's record as the chapter's table ----------------------------
+
+#: The record ``python -m grpo_lab.hf.trl_matrix --write`` writes (read without importing torch).
+TRL_RECORD = Path(__file__).resolve().parents[1] / "hf" / "trl_matrix.json"
+
+#: The knob map's rows (``knobs.toml`` concepts) whose TRL cell a run of the matrix backs, with
+#: the options that back it; the map's other TRL cells are read from TRL's code, not run.
+TRL_MAP_OPTIONS = {
+    "Advantage estimator; std convention and its eps": ("scale_rewards=group",),
+    "Std scaling on or off": ("scale_rewards=group", "scale_rewards=none"),
+    "Group vs batch std": ("scale_rewards=batch",),
+    "Several rewards: sum then normalise, or normalise then sum": ("normalize_then_sum",),
+    "Clip epsilons and clip-higher": ("epsilon, epsilon_high",),
+    "Dual-clip": ("delta (two-sided clip)",),
+    "KL estimator": ("beta>0, plain k3",),
+    "KL weighted by the ratio (bias correction)": ("beta>0, bias-corrected KL",
+                                                   "beta>0, plain k3"),
+    "KL in the reward or in the loss": ("beta>0, plain k3",),
+    "Loss aggregation": ("loss_type=grpo", "loss_type=bnpo", "loss_type=dr_grpo",
+                         "loss_type=dapo", "loss_type=cispo", "loss_type=sapo",
+                         "loss_type=luspo", "loss_type=vespo"),
+    "Which tokens a token mean counts": ("loss_type=dapo", "loss_type=bnpo",
+                                         "gradient_accumulation_steps=2",
+                                         "steps_per_generation=4"),
+    "Sequence-level ratio (GSPO)": ("level=token", "level=sequence (GSPO)"),
+    "Optimiser steps per rollout (mini-batches, epochs)": ("steps_per_generation=4",),
+    "Training/inference mismatch: importance-sampling correction": (
+        "vllm IS token_truncate", "vllm IS token_mask", "vllm IS sequence_truncate",
+        "vllm IS sequence_mask"),
+    "Masking truncated completions": ("mask_truncated_completions",),
+}
+
+
+def trl_matrix_record(path=TRL_RECORD) -> dict:
+    """The matrix's record: ``trl_version``, ``tolerance`` and one row per option (``option``,
+    ``trl`` the formula, ``where`` its lines in ``grpo_trainer.py``, ``book`` the book's call,
+    ``loss``, ``grad``, ``grad_max``, ``adv`` the largest differences measured)."""
+    record = json.loads(Path(path).read_text())
+    if not record.get("rows"):
+        raise ValueError(f"path: expected the matrix's record with rows, got {path}")
+    return record
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def trl_matrix_markdown(record) -> str:
+    """The record as one Markdown table: option, TRL's formula, its lines, the book's call, and
+    the largest differences (loss; gradient, relative to its largest entry where that
+    exceeds 1; advantages)."""
+    lines = ["| Option | TRL computes | `grpo_trainer.py` line | The book's call | "
+             "Largest difference: loss / gradient / advantages |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in record["rows"]:
+        grad = r["grad"] / max(1.0, r["grad_max"])
+        lines.append(f"| `{_cell(r['option'])}` | {_cell(r['trl'])} | "
+                     f"{_cell(r['where'].replace('grpo_trainer.py:', ''))} | "
+                     f"`{_cell(r['book'])}` | {r['loss']:.0e} / {grad:.0e} / {r['adv']:.0e} |")
+    return "\n".join(lines)
+
+
+def trl_map_backing(record, concepts) -> list:
+    """For each knob-map concept of ``concepts`` (in order): ``(concept, options, verdict)``,
+    ``options`` the matrix's rows that back its TRL cell (empty: read from the code, not run)
+    and ``verdict`` ``"run, equal"`` when each of them is within the record's tolerances."""
+    rows = {r["option"]: r for r in record["rows"]}
+    tol = record["tolerance"]
+    out = []
+    for concept in concepts:
+        options = TRL_MAP_OPTIONS.get(concept, ())
+        equal = all(rows[o]["loss"] < tol["loss"] and rows[o]["adv"] < tol["adv"]
+                    and rows[o]["grad"] < tol["grad"] * max(1.0, rows[o]["grad_max"])
+                    for o in options)
+        verdict = "read, not run" if not options else "run, equal" if equal else "run, DIFFERS"
+        out.append((concept, options, verdict))
+    return out
+
+
+def trl_config(**fields):
+    """TRL's ``GRPOConfig(**fields)`` for reading (never for training): a temporary
+    ``output_dir``, no reporting, the CPU. transformers' FutureWarning about the
+    ``gradient_checkpointing`` name, which GRPOConfig itself passes, is silenced."""
+    import tempfile
+    import warnings
+
+    from trl import GRPOConfig
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*",
+                                category=FutureWarning)
+        return GRPOConfig(output_dir=tempfile.gettempdir(), report_to="none", use_cpu=True,
+                          **fields)

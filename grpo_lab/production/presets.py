@@ -114,7 +114,10 @@ PRESETS: dict[str, Preset] = {
         sources=("T1", "T2", "T3"),
         notes=("TRL 1.16.0's GRPOConfig defaults and GRPOTrainer code.",
                "TRL's 'dapo' divides by the tokens of the whole generation batch over all "
-               "processes (T2 l. 3170); on one batch that is grpo_lab's 'dapo'.")),
+               "processes (T2 l. 3170); on one batch that is grpo_lab's 'dapo'.",
+               "Run, not only read: gl.hf.trl_knobs(GRPOConfig()) gives these knobs, and "
+               "python -m grpo_lab.hf.trl_matrix proves TRL's loss, gradient and advantages "
+               "equal to the book's, option by option (chapter 8).")),
     "verl": Preset(
         name="verl", system="verl", selects_grpo="algorithm.adv_estimator=grpo (default gae)",
         # V2 l. 321, 326: torch.std (Bessel), (r - mean) / (std + epsilon), epsilon=1e-6;
