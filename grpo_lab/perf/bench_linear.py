@@ -165,15 +165,17 @@ def measure_one(impl, size, repeats, seed=0, threads=1, device="cpu"):
     step = step_function(impl, inputs)
     loss = float(step())                                             # warm-up
     peak = peak_bytes_torch(step, device)
-    times = []
+    times, cpu_times = [], []             # wall clock; this process's CPU time (load-proof)
     for _ in range(repeats):
         sync()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step()
         sync()
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     return {"bench": "fused linear GRPO fwd+bwd", "shape": list(size), "impl": impl,
             "device": device, "median_s": statistics.median(times), "times_s": times,
+            "cpu_times_s": cpu_times,
             "peak_extra_bytes": peak, "loss": loss, "threads": threads,
             "load_average_start": load_start, "load_average_end": list(os.getloadavg())}
 
