@@ -37,6 +37,21 @@ def test_requirements_are_all_pinned():
     assert book and book[0].split("==")[1].startswith("1."), "Jupyter Book is pinned below 2"
 
 
+def test_the_light_install_pins_what_the_full_one_pins():
+    """requirements-light.txt (chapters 1-5 in Jupyter) holds a subset of requirements.txt at
+    the same versions, torch and the book's toolchain left out, and installs grpo_lab."""
+    def pins(name):
+        lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
+        return {ln.split("==")[0].lower().replace("_", "-"): ln.split("==")[1].strip()
+                for ln in lines if "==" in ln and not ln.startswith("#")}
+    light, full = pins("requirements-light.txt"), pins("requirements.txt")
+    assert light and set(light) <= set(full), sorted(set(light) - set(full))
+    assert {k: v for k, v in light.items() if full[k] != v} == {}
+    assert not {"torch", "trl", "transformers", "jupyter-book", "playwright"} & set(light)
+    assert {"numpy", "matplotlib", "ipywidgets", "jupyterlab", "ml-dtypes"} <= set(light)
+    assert "-e ." in (ROOT / "requirements-light.txt").read_text(encoding="utf-8").splitlines()
+
+
 def test_every_chapter_is_in_the_toc_and_vice_versa():
     toc = (ROOT / "_toc.yml").read_text()
     listed = set(re.findall(r"file:\s*(chapters/\S+)", toc))
