@@ -23,9 +23,11 @@ scale_rewards                          advantages' scale: group, batch, none (GT
 multi_objective_aggregation,           normalize_then_sum (gl.normalise_then_sum), reward_weights
 reward_weights                         (GT 2761, 2790-2799)
 max_completion_length                  max_len, dr_grpo's divisor (GT 3164)
-top_entropy_quantile                   entropy_quantile (glt.high_entropy_mask, GT 3049-3052)
+top_entropy_quantile                   entropy_quantile (glt.token_selection.high_entropy_mask,
+                                       GT 3049-3052)
 mask_truncated_completions             mask_truncated (GT 2487-2495)
-off_policy_mask_threshold              off_policy_threshold (glt.off_policy_sequence_mask)
+off_policy_mask_threshold              off_policy_threshold
+                                       (glt.token_selection.off_policy_sequence_mask)
 use_vllm + vllm_importance_sampling_*  is_mode, is_clip_min, is_clip_max (gl.hf.is_weights;
                                        GT 2660-2707, applied at 3146-3147)
 sapo_temperature_*, vespo_*            sapo_tau_pos/neg, vespo (k_pos, lam_pos, k_neg, lam_neg)
@@ -74,11 +76,12 @@ class TRLKnobs:
 
     ``surrogate`` is the per-token policy term: ``"clip"`` (``glt.grpo_loss``), ``"cispo"``
     (``glt.neighbours.cispo_loss`` with the cap ``cispo_cap``), ``"sapo"``
-    (``glt.neighbours.sapo_loss``) or ``"vespo"`` (``glt.vespo_weight``). ``agg`` is the
-    normaliser; ``luspo`` sums each sequence's tokens and averages over sequences
-    (Dr. GRPO's with max_len 1). TRL's CISPO cap is ``epsilon_high`` itself, so its default
-    (``epsilon_high`` unset = ``epsilon`` = 0.2) scales every weight to at most 0.2; MiniMax-M1
-    caps at 1 + eps_high with eps_high of several units, and the book refuses a cap below 1.
+    (``glt.neighbours.sapo_loss``) or ``"vespo"`` (``glt.token_selection.vespo_weight``).
+    ``agg`` is the normaliser; ``luspo`` sums each sequence's tokens and averages over
+    sequences (Dr. GRPO's with max_len 1). TRL's CISPO cap is ``epsilon_high`` itself, so its
+    default (``epsilon_high`` unset = ``epsilon`` = 0.2) scales every weight to at most 0.2;
+    MiniMax-M1 caps at 1 + eps_high with eps_high of several units, and the book refuses a cap
+    below 1.
     """
     surrogate: str = "clip"
     agg: str = "dapo"

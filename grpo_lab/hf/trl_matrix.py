@@ -62,7 +62,7 @@ OPTIONS = {
                         "mean_i sum_t l_it", f"{_GT}:3175-3181",
                         "glt.grpo_loss(agg='dr_grpo') x max_len"),
     "loss_type=vespo": (dict(loss_type="vespo"), "-sg(phi(w)) A logp, phi = e^lam w^k e^-lam w",
-                        f"{_GT}:2972-3017, 3125-3136", "glt.vespo_weight"),
+                        f"{_GT}:2972-3017, 3125-3136", "glt.token_selection.vespo_weight"),
     "level=token": (dict(loss_type="grpo", importance_sampling_level="token"),
                     "r = exp(logp - old)", f"{_GT}:3084-3085", "glt.grpo_loss(level='token')"),
     "level=sequence (GSPO)": (dict(loss_type="grpo", importance_sampling_level="sequence",
@@ -89,7 +89,7 @@ OPTIONS = {
                                "dual_clip=max(delta, 1 + eh))"),
     "top_entropy_quantile=0.2": (dict(top_entropy_quantile=0.2), "l x 1[H >= Q_0.8(H)]",
                                  f"{_GT}:1380-1415, 3049-3052, 3143-3144",
-                                 "glt.high_entropy_mask folded into A"),
+                                 "glt.token_selection.high_entropy_mask folded into A"),
     "mask_truncated_completions": (dict(mask_truncated_completions=True, max_completion_length=7),
                                    "m = 0 on a completion without EOS", f"{_GT}:2487-2495",
                                    "rows dropped, still counted in N"),
@@ -116,7 +116,7 @@ OPTIONS = {
     "off_policy_mask_threshold": (dict(_vllm="token_truncate", off_policy_mask_threshold=0.02),
                                   "l x 1[A >= 0 or mean(log pi_smp - logp) <= delta]",
                                   f"{_GT}:2945-2969, 3141-3142",
-                                  "glt.off_policy_sequence_mask folded into A"),
+                                  "glt.token_selection.off_policy_sequence_mask folded into A"),
 }
 
 #: The common settings: 2 prompts x G = 4 per optimizer step, two steps on one batch.
