@@ -82,6 +82,8 @@ Where each name is taught:
 ``gl.hf_profile``               chapter 7, chapter 6b's Hugging Face step timed stage by stage
 ``gl.loss_fused``               chapter 7, the fused torch GRPO loss (one sweep, one gradient)
 ``gl.presets``                  chapter 8, TRL / verl / OpenRLHF defaults as grpo_lab options
+``gl.clinic``, ``gl.doctor``    chapter 6c, failures staged in TRL's trainer, and the doctor
+                                that reads a run's log (``python -m grpo_lab.doctor``)
 ``gl.engines``                  chapter 6b, the verl command the book prints, as data its tests
                                 hand to verl's own ``validate_config``
 ``gl.kl_k3_plus``               chapter 8, verl's straight-through k3+ (k3's value, k2's gradient)
@@ -158,6 +160,8 @@ _MODULES = {
     "rewards": "grpo_lab.rl.rewards",
     "presets": "grpo_lab.production.presets",
     "engines": "grpo_lab.production.engines",
+    "clinic": "grpo_lab.clinic",
+    "doctor": "grpo_lab.doctor",
     "hidden_string": "grpo_lab.rl.hidden_string",
     "task": "grpo_lab.rl.task",
     "tiny_policy": "grpo_lab.rl.tiny_policy",

@@ -65,7 +65,7 @@ CAUSES = {
                         "max_completion_length before they answer"),
     "zero-std": Cause(rules.zero_std, "The clinic: all-equal groups", "every completion of "
                       "a group gets the same reward: zero advantage, no gradient"),
-    "entropy-collapse": Cause(rules.entropy_collapse, "The clinic: entropy collapse",
+    "entropy-collapse": Cause(rules.entropy_collapse, "chapter 6: Entropy: how fast the policy stops exploring",
                               "the policy turns deterministic and stops exploring"),
     "kl-blowup": Cause(rules.kl_blowup, "The clinic: KL blow-up", "the policy runs far from "
                        "the reference within a few steps"),
@@ -102,7 +102,7 @@ def diagnose(rows) -> list:
              if (evidence := cause.rule(rows)) is not None]
     if not found:
         return [Finding("healthy", f"no rule fires on {len(rows)} logged steps",
-                        "The clinic: a healthy run")]
+                        "The clinic: The dashboard guide")]
     return found
 
 
