@@ -95,7 +95,7 @@ def summary(rows):
             if impl == "fused" and trl is not None and "error" not in row:
                 out.append(_cpu_ratio(_goal_row(
                     f"fused linear GRPO loss vs TRL 1.16.0's fused LM head, its "
-                    f"{'Triton' if trl['device'] == 'cuda' else 'CPU (torch fold)'} path, {at} "
+                    f"{'Triton' if trl.get('device') == 'cuda' else 'CPU (torch fold)'} path, {at} "
                     f"fwd+bwd, each in a fresh process",
                     time_vs_trl_head=(row["median_s"] / trl["median_s"], LINEAR_GOAL_TIME),
                     peak_vs_trl_head=(row["peak_extra_bytes"] / trl["peak_extra_bytes"],

@@ -116,7 +116,13 @@ def test_summary_puts_the_fused_linear_loss_next_to_trls_fused_head():
     assert "vs TRL 1.16.0's fused LM head" in trl_goal["what"]
     assert trl_goal["time_vs_trl_head"] == 1.5 and trl_goal["peak_vs_trl_head"] == 0.3
     assert not trl_goal["goal_met"]                                 # slower: not met
+    assert "its CPU (torch fold) path" in trl_goal["what"] and "cpu_time_vs_trl_head" not in trl_goal
     assert len(bench.summary([rows[0], {**rows[2], "error": "no trl"}])) == 0
+    # with CPU times and a CUDA row: the CPU-time ratio beside the goal, the Triton path named
+    timed = [{**r, "cpu_times_s": [t], "device": "cuda"} for r, t in zip(rows, (1.0, 2.0, 4.0))]
+    liger_goal, trl_goal = bench.summary(timed)
+    assert liger_goal["cpu_time_vs_liger"] == 0.5 and trl_goal["cpu_time_vs_trl_head"] == 0.25
+    assert "its Triton path" in trl_goal["what"]
 
 
 @pytest.mark.parametrize("args, message", [
