@@ -29,6 +29,7 @@ each batch of completions feeds mu steps, the first on-policy, the others with `
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -201,8 +202,8 @@ def run_trl(model, tokenizer, task, config: StepConfig, *, max_steps: int = 10,
                                     in place
     task                Task        chapter 6's :class:`grpo_lab.task.AdditionTask`
     config              StepConfig  the knobs (:func:`grpo_config` maps them)
-    folder              path        where the model is saved for TRL's reference (a new
-                                    temporary folder by default)
+    folder              path        where the model is saved for TRL's reference (by default
+                                    a temporary folder, removed when the run ends)
     capture             object      with ``attach(trainer)``: a
                                     :class:`grpo_lab.hf.BatchCapture` records one step's batch
     ==================  ==========  ============================================================
@@ -214,23 +215,29 @@ def run_trl(model, tokenizer, task, config: StepConfig, *, max_steps: int = 10,
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
 
-    folder = tempfile.mkdtemp(prefix="grpo_lab_trl_") if folder is None else folder
-    args = grpo_config(config, output_dir=os.path.join(str(folder), "trainer"),
-                       max_steps=max_steps, prompts_per_step=prompts_per_step,
-                       learning_rate=learning_rate, seed=seed, device=device, **overrides)
     if capture is not None and not callable(getattr(capture, "attach", None)):
         raise TypeError(f"capture: expected an object with attach(trainer) (gl.hf.BatchCapture), "
                         f"got {describe(capture)}")
-    save_local(model, tokenizer, os.path.join(str(folder), "model"))     # TRL reloads the reference
-    record = []
-    trainer = GRPOTrainer(model=model, reward_funcs=trl_reward_function(
-        format_weight=config.format_weight, record=record), args=args,
-        train_dataset=addition_dataset(task), processing_class=tokenizer)
-    trainer.remove_callback(PrinterCallback)
-    if capture is not None:
-        capture.attach(trainer)
-    start = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - start
+    settings = dict(max_steps=max_steps, prompts_per_step=prompts_per_step,
+                    learning_rate=learning_rate, seed=seed, device=device, **overrides)
+    grpo_config(config, output_dir="unused", **settings)     # every knob checked, nothing made yet
+    owned = folder is None                                   # a folder of our own is removed after
+    folder = tempfile.mkdtemp(prefix="grpo_lab_trl_") if owned else folder
+    try:
+        args = grpo_config(config, output_dir=os.path.join(str(folder), "trainer"), **settings)
+        save_local(model, tokenizer, os.path.join(str(folder), "model"))  # TRL reloads the reference
+        record = []
+        trainer = GRPOTrainer(model=model, reward_funcs=trl_reward_function(
+            format_weight=config.format_weight, record=record), args=args,
+            train_dataset=addition_dataset(task), processing_class=tokenizer)
+        trainer.remove_callback(PrinterCallback)
+        if capture is not None:
+            capture.attach(trainer)
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+    finally:
+        if owned:
+            shutil.rmtree(folder, ignore_errors=True)
     history = [row for row in trainer.state.log_history if "loss" in row and "step" in row]
     return TRLRun(history, seconds, trainer, record)

@@ -247,3 +247,22 @@ def test_addition_dataset_offline_and_format_text(setup):
         glh.addition_dataset(task, split="test")
     assert glh.offline()["HF_HUB_OFFLINE"] in ("1", "true", "True", "ON", "on", "yes")
     assert gl.format_reward(glh.format_text(7)) == 1.0
+
+
+def test_run_trl_checks_first_and_leaves_no_folder_behind(setup, tmp_path, monkeypatch):
+    """Issue 37: a bad knob is refused before any folder is made, and a finished run removes
+    the temporary folder it made for TRL's reference model (nothing left in $TMPDIR)."""
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)               # re-read TMPDIR
+    tok, task, warm = setup
+    cfg = glh.StepConfig.from_preset("trl", beta=0.04)
+    with pytest.raises(ValueError, match="learning_rate"):
+        glh.run_trl(glh.frozen_copy(warm).requires_grad_(True), tok, task, cfg, max_steps=1,
+                    prompts_per_step=2, learning_rate=-1.0)
+    assert list(tmp_path.iterdir()) == []
+    run = glh.run_trl(glh.frozen_copy(warm).requires_grad_(True), tok, task, cfg, max_steps=1,
+                      prompts_per_step=2)
+    assert len(run.history) == 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("grpo_lab_trl_")] == []
