@@ -42,6 +42,10 @@ checker                              chapter  the reader writes
 ``check_accumulated_gradient(fn)``   6b       ``fn(model, input_ids, mask, micro_batch_size,
                                               loss_fn) -> loss``, the full batch's gradient
 ``check_sequence_is_weight(fn)``     6b       ``fn(old_logp, sampler_logp, mask, cap) -> (N,)``
+``check_grpo_step(fn)``              6b       ``fn(policy, ref, optimizer, tok, prompts, answers,
+                                              reward_fn, *, G, beta, eps, max_new_tokens,
+                                              micro_size, max_grad_norm, seed) -> loss``, the
+                                              whole step, as ``gl.hf.grpo_step_plain``
 ``check_blocked_advantages(fn)``     7        ``fn(rewards, block_rows) -> adv``, in blocks,
                                               float32 out, small peak memory
 ``check_surrogate_grad(fn)``         7        ``fn(ratio, adv, eps_low, eps_high) ->
@@ -64,6 +68,7 @@ from grpo_lab.drills.ch03_kl import check_k3_loss_gradient, check_kl_k3
 from grpo_lab.drills.ch04_precision import check_log_softmax, check_sequence_logprob_sum
 from grpo_lab.drills.ch05_rewards import check_format_reward
 from grpo_lab.drills.ch06_training import check_grpo_loss
+from grpo_lab.drills.ch06b_capstone import check_grpo_step
 from grpo_lab.drills.ch06b_real_model import (check_accumulated_gradient,
                                               check_completion_logprobs, check_masked_entropy,
                                               check_sequence_is_weight)
@@ -80,7 +85,7 @@ __all__ = [
     "check_format_reward",                                                        # ch. 5
     "check_grpo_loss",                                                            # ch. 6
     "check_completion_logprobs", "check_masked_entropy", "check_accumulated_gradient",
-    "check_sequence_is_weight",                                                   # ch. 6b
+    "check_sequence_is_weight", "check_grpo_step",                                # ch. 6b
     "check_blocked_advantages", "check_surrogate_grad",                           # ch. 7
     "check_process_advantages",                                                   # ch. 8
 ]

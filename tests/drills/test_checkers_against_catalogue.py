@@ -28,7 +28,7 @@ NO_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 def needs_torch(name):
     """The marks of a case of drill ``name``: chapter 6's is the one written in torch."""
     torch_drills = ("grpo_loss", "completion_logprobs", "masked_entropy",
-                    "accumulated_gradient", "sequence_is_weight")           # chapters 6, 6b
+                    "accumulated_gradient", "sequence_is_weight", "grpo_step")  # chapters 6, 6b
     return [NO_TORCH] if name.removeprefix("check_") in torch_drills else []
 
 
@@ -47,7 +47,7 @@ CHECKER_CASES = [pytest.param(c, marks=needs_torch(c), id=c) for c in CHECKERS]
 
 
 def test_every_checker_has_five_right_answers_and_ten_mistakes():
-    assert len(CHECKERS) == 17
+    assert len(CHECKERS) == 18
     assert sorted(CATALOGUE) == sorted(c.removeprefix("check_") for c in CHECKERS)
     for name, drill in CATALOGUE.items():
         assert drill.checker == f"check_{name}" and callable(getattr(gl.drills, drill.checker))

@@ -29,7 +29,8 @@ from grpo_lab.drills.proof import Proof
 from grpo_lab.drills.proof import prove as _prove
 
 from . import (ch01_advantages, ch02_aggregation, ch02_ppo, ch03_kl, ch04_precision,
-               ch05_rewards, ch06_training, ch06b_real_model, ch07_performance, ch08_process)
+               ch05_rewards, ch06_training, ch06b_capstone, ch06b_real_model, ch07_performance,
+               ch08_process)
 from .entry import Drill, Wrong
 
 __all__ = ["CATALOGUE", "Drill", "Proof", "Wrong", "prove"]
@@ -37,7 +38,8 @@ __all__ = ["CATALOGUE", "Drill", "Proof", "Wrong", "prove"]
 #: Every drill, by the checker's name without ``check_``, in the order of the book.
 CATALOGUE = {d.checker.removeprefix("check_"): d for module in (
     ch01_advantages, ch02_ppo, ch02_aggregation, ch03_kl, ch04_precision, ch05_rewards,
-    ch06_training, ch06b_real_model, ch07_performance, ch08_process) for d in module.DRILLS}
+    ch06_training, ch06b_real_model, ch06b_capstone, ch07_performance, ch08_process)
+    for d in module.DRILLS}
 
 
 def prove(name: str, *, limit_s: float = 1.0) -> Proof:
