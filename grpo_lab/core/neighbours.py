@@ -107,7 +107,7 @@ _ROWS = (
         _LOSS, "return -np.minimum(r, 1 + eps_high) * A * logp",
         "paper.neighbours.cispo_loss",
         "neighbours.cispo_loss(logp, old_logp, adv)",
-        (("trl 1.16.0", _TRL_LOSS, "loss_type=cispo"),
+        (("trl 1.16.0", _TRL_LOSS, "loss_type=cispo, epsilon_high=5.0"),   # the cap itself
          ("verl 0.9.1", f"{_VERL}::compute_policy_loss_cispo", f"{_MODE}=cispo"))),
     NeighbourRow(
         "SAPO", "Gao et al. 2025, Soft Adaptive Policy Optimization", "2511.20347",
@@ -124,7 +124,8 @@ _ROWS = (
         _LOSS, "return np.exp(((logp - old_logp) * mask).sum(axis=-1) / mask.sum(axis=-1))",
         "paper.sequence_ratio",
         "grpo_loss(..., level='sequence')",
-        (("trl 1.16.0", _TRL_LOSS, "importance_sampling_level=sequence"),
+        (("trl 1.16.0", _TRL_LOSS, "importance_sampling_level=sequence, loss_type=grpo, "
+                                   "epsilon=3e-4, epsilon_high=4e-4, num_iterations=2"),
          ("verl 0.9.1", f"{_VERL}::compute_policy_loss_gspo", f"{_MODE}=gspo"))),
 )
 

@@ -339,7 +339,11 @@ def test_each_user_in_the_table_is_a_real_function_that_selects_the_method(row):
         assert wheels.PINS[package][0] == version, release
         relative, qualname = where.split("::")
         source = wheels.function(package, relative, qualname)     # AnchorMissing if not there
-        key, value = setting.split("=") if "=" in setting else (None, setting)
+        first, *more = [part.strip() for part in setting.split(",")]
+        key, value = first.split("=") if "=" in first else (None, first)
+        for extra in more:                         # the rest of the recipe: real config fields
+            field = extra.split("=")[0].strip()
+            assert f"    {field}:" in wheels.read(package, "trl/trainer/grpo_config.py"), extra
         if package == "verl":                                      # a key of verl's config
             wheels.yaml_line(wheels.read("verl", VERL_YAML), key)  # AnchorMissing if not there
             lookup = core.get_adv_estimator_fn if key.endswith("adv_estimator") \
