@@ -8,6 +8,7 @@ mechanism, and ``show_source``.
 ``gl.book.ch03``           chapter 3: the KL estimators' noise and the beta explorer
 ``gl.book.ch04``           chapter 4: cancellation, long log-prob sums, training/inference mismatch
 ``gl.book.ch06``           chapter 6: a training run's curves (``python -m grpo_lab.train`` saves them)
+``gl.book.ch06c``          chapter 6c: the clinic's dashboards (sick beside healed), healthy ranges
 ``gl.book.ch07``           chapter 7: time against a memory copy, and the roofline
 ``gl.book.ch08``           chapter 8: the systems' defaults side by side, process vs outcome
 ``gl.book.sliders``        the slider mechanism: live ipywidgets in Jupyter (``explorer``), the
@@ -29,7 +30,7 @@ matplotlib.
 
 import importlib
 
-_CHAPTERS = ("ch01", "ch02", "ch03", "ch04", "ch06", "ch07", "ch08")
+_CHAPTERS = ("ch01", "ch02", "ch03", "ch04", "ch06", "ch06c", "ch07", "ch08")
 _MODULES = _CHAPTERS + ("sliders", "frames", "source")
 
 
