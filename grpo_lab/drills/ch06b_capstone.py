@@ -33,9 +33,10 @@ from the sampler (or ``logp`` itself, or a constant), the KL's sign or estimator
 ``zero_grad``, the advantages over the wrong axis or the population std, the clip skipped or
 run per micro-batch, a step per micro-batch, the EOS left out of the mask...
 
-The tolerance is measured (``tests/drills/test_ch06b_capstone.py``): right answers written
-five ways land within 2e-6 of the plain step's update relative to its largest entry, the
-usual mistakes 1e-3 and more away.
+The tolerance is measured (``tests/drills/test_ch06b_capstone.py``): beyond a float32 weight's
+own rounding, right answers written five ways land within 5e-7 of the plain step's update
+(relative to its largest entry), the usual mistakes 3e-3 and more away (old_logp from the
+bfloat16 sampler is the closest); the tolerance, 1e-4, sits between.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,7 +57,8 @@ __all__ = ["CASES", "RIGHT", "StepCase", "Way", "check_grpo_step", "step_mistake
 #: SGD's learning rate: the update is ``LR`` times the (clipped) gradient.
 LR = 0.5
 #: The largest difference allowed between two updates, relative to the plain step's largest
-#: update entry, plus one float32 rounding of the weight (measured: right answers <= 3e-7).
+#: update entry, beyond 4 float32 roundings of the weight (measured: right answers <= 5e-7,
+#: mistakes >= 3e-3).
 REL_TOL = 1e-4
 #: The time one call may take: this many times the harness's limit (a step here takes about
 #: 0.2 s; 50 s for a reader, 5 s under the catalogue's tests).
@@ -561,7 +563,7 @@ def _loss_value(out):
 # --- the checks of one case, in the order of the step --------------------------------------------
 
 def _check_rewards(run, case, expected):
-    want_texts, want_answers = expected.watch.rewards[0]
+    want_answers = expected.watch.rewards[0][1]
     if not run.watch.rewards:
         return None
     texts, answers = run.watch.rewards[0]
