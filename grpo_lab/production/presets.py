@@ -94,8 +94,12 @@ PRESETS: dict[str, Preset] = {
         kl_in="loss", beta=0.04, kl="k3", kl_clamp=None,        # grpo_loss's defaults (ch. 2-3)
         kl_bias_correction=False,
         agg="grpo", level="token", num_iterations=1, mask_truncated=None, group_size=None,
-        steps_per_rollout=1, sources=("grpo_lab",),
-        notes=("DeepSeekMath's eq. 3 with the package's default arguments.",)),
+        # Chapter 6's loop (gl.train's TrainConfig): inner_iters=4 optimiser steps per batch,
+        # and there beta=0.4, eps_high=0.28, not grpo_loss's defaults above.
+        steps_per_rollout=4, sources=("grpo_lab",),
+        notes=("DeepSeekMath's eq. 3 with the package's default arguments.",
+               "Chapter 6's loop (TrainConfig) takes inner_iters=4 optimiser steps per batch, "
+               "with beta=0.4 and eps_high=0.28.")),
     "trl": Preset(
         name="trl", system="TRL", selects_grpo="GRPOTrainer + GRPOConfig",
         # T2 l. 2770, 2787: nanstd (Bessel, T3 l. 1041), advantages / (std_rewards + 1e-4).

@@ -85,6 +85,21 @@ def test_the_systems_differ_in_eps_aggregation_dual_clip_and_kl_placement():
 
 # --- default_loss by hand ---------------------------------------------------------------------
 
+def test_grpo_lab_steps_per_rollout_and_map_row_follow_chapter_6s_loop():
+    # Chapter 6's loop is gl.train with TrainConfig's defaults: its inner_iters, beta and
+    # eps_high are what the preset and the map's grpo_lab cell must state (issue 41).
+    pytest.importorskip("torch")
+    from grpo_lab.rl.train_config import TrainConfig
+    cfg = TrainConfig()
+    assert P["grpo_lab"].steps_per_rollout == cfg.inner_iters
+    row = next(r for r in gl.presets.KNOB_MAP if r.concept.startswith("Optimiser steps"))
+    text = row.grpo_lab[0]                                         # (text, citations)
+    for field in (f"`inner_iters={cfg.inner_iters}`", f"`beta={cfg.beta}`",
+                  f"`eps_high={cfg.eps_high}`"):
+        assert field in text, (field, text)
+    assert (P["grpo_lab"].beta, P["grpo_lab"].eps_high) != (cfg.beta, cfg.eps_high)
+
+
 def test_default_loss_on_policy_is_the_aggregated_minus_advantage():
     logp = np.full((2, 3), -1.0)                       # ratio 1 everywhere
     mask = np.array([[1, 0, 0], [1, 1, 1]])
