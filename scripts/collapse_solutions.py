@@ -36,10 +36,14 @@ TAG = "hide-input"
 TITLE = "# @title Solution (click to show)"
 #: chapter 9's deck cells hide only the call that shows the cards, not a solution
 DECK_TITLE = "# @title The cards (click to show the code that shows them)"
+#: chapter 6b's hints: a first draft with one usual mistake, after each blank drill stub
+HINT_TITLE = "# @title Hint: a first draft with one usual mistake (click to show)"
 
 
 def title_for(cell) -> str:
     """The '# @title' line a hidden cell gets: what is folded there."""
+    if source_text(cell).lstrip("\n").startswith(HINT_TITLE):
+        return HINT_TITLE
     return DECK_TITLE if "gl.deck.show(" in source_text(cell) else TITLE
 
 
