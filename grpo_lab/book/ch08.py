@@ -17,7 +17,10 @@ supervision). Each is a plain function of its inputs, drawn and tested without a
   ``python -m grpo_lab.hf.trl_matrix --write`` wrote (TRL 1.16.0's real trainer against the
   book's functions, option by option), ``trl_matrix_markdown`` renders it as the chapter's
   table, and ``TRL_MAP_OPTIONS`` names the runs that back each TRL cell of the knob map
-  (``trl_map_backing``).
+  (``trl_map_backing``);
+* REINFORCE++ as the trainers run it: ``reinforce_pp_token_advantages`` puts a per-token KL
+  penalty in the reward, takes the reward-to-go and whitens it over the batch's tokens, so its
+  advantage varies along a completion once beta > 0.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.process import process_advantages, steps_to_tokens
 from grpo_lab.production.presets import PRESETS
 from grpo_lab.book.frames import describe_figures
+from grpo_lab.numerics.validate import as_float_array, as_mask, check_int, check_real, check_shape
 
 # In IPython, every figure shown carries its alt text (its title, panels and axes) as
 # output metadata, which the site puts on the page (gl.book.frames.describe_figures).
@@ -38,7 +42,7 @@ describe_figures()
 
 __all__ = ["SYSTEM_ADVANTAGES", "advantages_by_system_figure", "all_equal_figure",
            "all_equal_table", "losses_by_system_figure", "openrlhf_advantages",
-           "process_vs_outcome_figure", "TRL_MAP_OPTIONS", "TRL_RECORD", "trl_advantages",
+           "process_vs_outcome_figure", "reinforce_pp_token_advantages", "TRL_MAP_OPTIONS", "TRL_RECORD", "trl_advantages",
            "trl_config", "trl_map_backing", "trl_matrix_markdown", "trl_matrix_record", "trl_nanstd",
            "verl_advantages"]
 
@@ -363,3 +367,61 @@ def trl_config(**fields):
                                 category=FutureWarning)
         return GRPOConfig(output_dir=tempfile.gettempdir(), report_to="none", use_cpu=True,
                           **fields)
+
+
+def reinforce_pp_token_advantages(rewards, kl, mask, *, beta=0.01, ddof=0, eps=1e-8):
+    r"""REINFORCE++'s per-token advantages as OpenRLHF and verl compute them (Hu et al. 2025).
+
+    Each token's reward is the outcome on the completion's last token minus a KL penalty on
+    every token, the advantage is the reward-to-go (gamma 1), whitened over the batch's tokens:
+
+    .. math::
+
+        r_{i,t} = \mathbb 1[t = L_i]\, r_i - \beta\, k_{i,t}, \qquad
+        R_{i,t} = \sum_{s \ge t} r_{i,s}, \qquad
+        A_{i,t} = \frac{R_{i,t} - \mu}{\sqrt{\sigma^2 + \varepsilon}}
+
+    with mu and sigma^2 over the valid tokens of the batch (``ddof=0``: OpenRLHF 0.11.2,
+    ``experience_maker.py:284, 312, 332``, ``models/utils.py:131-157``; ``ddof=1``: verl 0.9.1's
+    ``masked_whiten``, ``core_algos.py:694-731``, the KL in its token rewards when
+    ``use_kl_in_reward`` is on). At ``beta = 0`` every token of a completion carries one
+    number, :func:`grpo_lab.neighbours.reinforce_pp_advantages`'s (up to where eps sits).
+
+    ========  ========  =========================================================
+    Symbol    Shape     Meaning
+    ========  ========  =========================================================
+    rewards   (N,)      one outcome reward per completion
+    kl        (N, T)    the per-token KL estimate k_{i,t} (at sampling time)
+    mask      (N, T)    1 on completion tokens; every row needs one
+    beta      scalar    the KL coefficient, >= 0 (OpenRLHF's init_coef, 0.01)
+    ddof      int       0 (OpenRLHF, population variance) or 1 (verl, Bessel)
+    eps       scalar    inside the square root, > 0
+    return    (N, T)    A_{i,t}; 0 on padding
+    ========  ========  =========================================================
+
+    >>> import numpy as np
+    >>> A = reinforce_pp_token_advantages([1.0, 0.0], np.full((2, 2), 0.5), np.ones((2, 2)),
+    ...                                   beta=0.1)
+    >>> bool(A[0, 0] != A[0, 1])                          # varies along the completion
+    True
+    """
+    kl_, _ = as_float_array("kl", kl, ndim=2, shape_doc=" of per-token KL, shape (N, T)")
+    r, _ = as_float_array("rewards", rewards, ndim=1, shape_doc=" of shape (N,)")
+    check_shape("rewards", r, kl_.shape[:1], " (one reward per row of kl)")
+    m = as_mask("mask", mask, kl_.shape, " (the shape of kl)")
+    if not m.any(axis=1).all():
+        raise ValueError(f"mask: expected at least one token in every row, got an empty row "
+                         f"at {int(np.flatnonzero(~m.any(axis=1))[0])}")
+    beta = check_real("beta", beta, minimum=0.0)
+    ddof = check_int("ddof", ddof, minimum=0, maximum=1)
+    eps = check_real("eps", eps, minimum=0.0, allow_equal=False)
+    last = kl_.shape[1] - 1 - np.argmax(m[:, ::-1], axis=1)                  # (N,) L_i
+    token_r = np.where(m, -beta * kl_, 0.0)                                  # (N, T)
+    token_r[np.arange(len(r)), last] += r                                    # outcome at L_i
+    to_go = np.flip(np.cumsum(np.flip(token_r, axis=1), axis=1), axis=1)     # sum over s >= t
+    valid = to_go[m]                                                         # (n_tokens,)
+    if valid.size <= ddof:
+        raise ValueError(f"mask: expected more than ddof = {ddof} valid token(s), got {valid.size}")
+    var = ((valid - valid.mean()) ** 2).sum() / (valid.size - ddof)
+    return np.where(m, (to_go - valid.mean()) / np.sqrt(var + eps), 0.0)     # (N, T)
+
