@@ -210,10 +210,20 @@ def test_hostile_value_gets_a_named_error_or_the_documented_answer(name, arg, ki
 def test_the_sweep_covers_every_public_array_function():
     """A new public function with an array argument must join the table above."""
     skip = {"show_source", "training_memory", "as_dtype",
-            "unit_roundoff", "error_table", "accuracy_reward", "format_reward"}
+            "unit_roundoff", "error_table", "accuracy_reward", "format_reward",
+            "needs"}                     # takes module names, not arrays: tested below
     public = {n for n in gl.__all__ if callable(getattr(gl, n)) and not isinstance(getattr(gl, n), type)
               and not n.isupper() and n not in gl._MODULES}
     assert public - skip - set(API) == set()
+
+
+def test_needs_names_what_is_missing_and_refuses_what_is_not_a_module_name():
+    gl.needs("numpy")                                        # present: nothing happens
+    with pytest.raises(SystemExit, match="^chapter x needs no_such_module_abc, .*requirements.txt"):
+        gl.needs("numpy", "no_such_module_abc", chapter="chapter x")
+    for bad in [(), (None,), ("",), (3,)]:
+        with pytest.raises(TypeError, match="^modules:"):
+            gl.needs(*bad)
 
 
 # --- the issue's list, one test per item, answers worked by hand ------------------------------
