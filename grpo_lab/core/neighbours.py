@@ -73,7 +73,9 @@ _ROWS = (
     NeighbourRow(
         "REINFORCE++", "Hu et al. 2025, REINFORCE++", "2501.03262",
         "normalises by the whole batch's token-weighted mean and std, not the group's; "
-        "without a group baseline one sample per prompt suffices",
+        "without a group baseline one sample per prompt suffices; with beta > 0 the trainers "
+        "put a per-token KL in the reward and whiten the reward-to-go, so the advantage varies "
+        "along the completion (this row is the beta = 0 case)",
         _ADV, "return (A - A[m].mean()) / A[m].std(ddof=1) * m",
         "paper.neighbours.reinforce_pp_advantages",
         "neighbours.reinforce_pp_advantages(rewards, mask)",

@@ -31,7 +31,8 @@ def reinforce_pp_advantages(r, mask):
         A_{i,t} = r_i, \qquad
         A^{norm}_{i,t} = \frac{A_{i,t} - \operatorname{mean}_{batch}(A)}{\operatorname{std}_{batch}(A)}
 
-    the mean and (Bessel) std over every token of the batch, not over a group.
+    the mean and std over every token of the batch, not over a group (verl's Bessel std;
+    OpenRLHF 0.11.2 whitens with the population variance, experience_maker.py:332).
 
     ======  ========  ====================================================
     Symbol  Shape     Meaning
