@@ -129,6 +129,9 @@ TWINS = {
         *tokens(rng)[::3]),
     "accuracy_reward": pair_reward("accuracy_reward"),
     "format_reward": pair_reward("format_reward"),
+    "normalise_then_sum": lambda rng: (lambda r, w: (P.normalise_then_sum(r, w),
+                                                     gl.normalise_then_sum(r, w)))(
+        rng.normal(size=(3, 4, 6)), rng.uniform(0.5, 2.0, size=3)),
 }
 
 

@@ -23,6 +23,7 @@ plain function                   paper, equation                     hardened tw
 ``sequence_logprob_sum``         log pi(o) = sum_t log pi(o_t)       gl.sequence_logprob_sum    4
 ``accuracy_reward``              DeepSeek-R1, sec. 2.2.2             gl.accuracy_reward         5
 ``format_reward``                DeepSeek-R1, sec. 2.2.2             gl.format_reward           5
+``normalise_then_sum``           GDPO (TRL's normalize_then_sum)     gl.normalise_then_sum      5
 ``process_advantages``           DeepSeekMath, sec. 4.1.3            gl.process_advantages      8
 ===============================  ==================================  =========================  ===
 """
@@ -32,11 +33,11 @@ from grpo_lab.core.paper.kl import kl_k1, kl_k2, kl_k3
 from grpo_lab.core.paper.logprobs import log_softmax, sequence_logprob_sum, token_logprobs
 from grpo_lab.core.paper.loss import (aggregate_dapo, aggregate_dr_grpo, aggregate_grpo,
                                       clipped_surrogate_loss, grpo_loss, sequence_ratio)
-from grpo_lab.core.paper.rewards import accuracy_reward, format_reward
+from grpo_lab.core.paper.rewards import accuracy_reward, format_reward, normalise_then_sum
 
 __all__ = ["group_advantages", "gae", "process_advantages",
            "clipped_surrogate_loss", "sequence_ratio", "aggregate_grpo", "aggregate_dapo",
            "aggregate_dr_grpo", "grpo_loss",
            "kl_k1", "kl_k2", "kl_k3",
            "log_softmax", "token_logprobs", "sequence_logprob_sum",
-           "accuracy_reward", "format_reward"]
+           "accuracy_reward", "format_reward", "normalise_then_sum"]

@@ -8,7 +8,9 @@ right?) and a format reward (is the thinking in ``<think>`` tags and the answer 
 
 import re
 
-__all__ = ["accuracy_reward", "format_reward"]
+import numpy as np
+
+__all__ = ["accuracy_reward", "format_reward", "normalise_then_sum"]
 
 
 def accuracy_reward(o, a):
@@ -51,3 +53,29 @@ def format_reward(o):
     """
     pattern = r"\s*<think>.*?</think>\s*<answer>.+?</answer>\s*"
     return float(re.fullmatch(pattern, o, re.DOTALL) is not None)
+
+
+def normalise_then_sum(rewards, weights, eps=1e-8):
+    r"""GDPO's decoupled normalisation, plainly: each reward normalised in its group, the
+    weighted sum, then normalised over the whole batch (the population std, as the book's
+    ``gl.normalise_then_sum`` by default).
+
+    .. math:: A = \operatorname{norm}_{BG}\Bigl(\sum_k w_k\,
+              \operatorname{norm}_{\text{group}}\bigl(r^{(k)}\bigr)\Bigr)
+
+    =======  =========  ======================================================
+    Symbol   Shape      Meaning
+    =======  =========  ======================================================
+    rewards  (K, B, G)  K reward functions, each scored on B groups of G
+    weights  (K,)       w_k, one weight per reward
+    return   (B, G)     the advantages
+    =======  =========  ======================================================
+
+    >>> import grpo_lab as gl
+    >>> gl.paper.normalise_then_sum([[[1, 0, 0, 1]], [[1, 1, 0, 1]]], [1.0, 0.5]).round(3)
+    array([[ 0.953, -0.526, -1.38 ,  0.953]])
+    """
+    r = np.asarray(rewards, dtype=float)                                  # (K, B, G)
+    A = (r - r.mean(-1, keepdims=True)) / (r.std(-1, keepdims=True) + eps)   # per group
+    s = np.tensordot(np.asarray(weights, dtype=float), A, axes=1)         # (B, G)
+    return (s - s.mean()) / (s.std() + eps)                               # over the batch
