@@ -71,3 +71,18 @@ def test_every_glued_number_is_computed_in_a_checked_cell_and_used(path):
             continue
         assert "nbval-check-output" in cell.metadata.get("tags", []), (
             f"{path.name}: {key} is glued by a cell that nbval does not compare")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_glued_value_is_a_plain_python_number_or_text(path):
+    """myst-nb formats a glued value's stored text/plain with the prose's spec
+    ({glue:text}`x:.1f`): a NumPy scalar is stored as 'np.float64(4.68...)', which it cannot
+    read, and the book build fails with a warning. Glue float(x), not x."""
+    nb = nbformat.read(path, as_version=4)
+    bad = [(i, out["metadata"]["scrapbook"]["name"])
+           for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+           for out in cell.get("outputs", [])
+           if "scrapbook" in out.get("metadata", {})
+           and re.match(r"np\.\w+\(", str(out.get("data", {}).get(
+               "application/papermill.record/text/plain", "")))]
+    assert not bad, f"{path.name}: glued NumPy scalars (cell, name): {bad}"
