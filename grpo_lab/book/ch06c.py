@@ -134,11 +134,12 @@ def moved_by(key, sick_logs, ranges) -> list:
 
 def guide_table(ranges, sick_logs) -> str:
     """The dashboard guide as Markdown: TRL's metric, what it means, its healthy range (from
-    ``ranges``), the staged failures that move it (:func:`moved_by`), verl 0.9.1's name for it
-    with the line of verl's code that logs it (``grpo_lab.doctor.VERL_NAMES``)."""
+    ``ranges``), the staged failures that move it (:func:`moved_by`); then, in a second table
+    (two fit the page at 1280 px where one did not), verl 0.9.1's name for each metric with
+    the line of verl's code that logs it (``grpo_lab.doctor.VERL_NAMES``)."""
     verl = {trl: (name, VERL_SOURCES[name]) for name, trl in VERL_NAMES.items()}
-    lines = ["| TRL metric | what it means | healthy range | moved by | verl 0.9.1 |",
-             "|---|---|---|---|---|"]
+    lines = ["| TRL metric | what it means | healthy range | moved by |", "|---|---|---|---|"]
+    names = ["| TRL metric | verl 0.9.1 | logged at |", "|---|---|---|"]
     for key, meaning in GUIDE.items():
         if key in ranges:
             low, high = ranges[key]
@@ -146,7 +147,8 @@ def guide_table(ranges, sick_logs) -> str:
             moved = ", ".join(f"`{n}`" for n in moved_by(key, sick_logs, ranges)) or "none"
         else:
             span, moved = "per function", "see reward_hacking"
+        lines.append(f"| `{key}` | {meaning} | {span} | {moved} |")
         name, where = verl.get(key, (None, None))
-        other = f"`{name}` ({where})" if name else "not logged under one name"
-        lines.append(f"| `{key}` | {meaning} | {span} | {moved} | {other} |")
-    return "\n".join(lines)
+        names.append(f"| `{key}` | `{name}` | {where} |" if name
+                     else f"| `{key}` | not logged under one name | |")
+    return "\n".join(lines) + "\n\n" + "\n".join(names)
