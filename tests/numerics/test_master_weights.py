@@ -148,6 +148,9 @@ def test_dynamic_scaler_halves_on_overflow_skips_and_grows_after_the_interval():
 
 
 def test_dynamic_scaler_follows_torch_grad_scaler():
+    """Backs chapter 4, pitfall 7: gl.master_weights.dynamic_loss_scaling applies the rule of
+    torch.amp.GradScaler (skip and back off on an overflow, grow after growth_interval clean
+    steps): both with their default init_scale, growth and backoff factors, growth_interval 5."""
     # The same overflow pattern through torch.amp.GradScaler gives the same scales.
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
