@@ -1,5 +1,9 @@
 """The byte-level BPE tokenizer (issue 36 item 1): what changes against the character one, and
-the step, the rewards, the warm start and the TRL run working with it and its EOS list."""
+the step, the rewards, the warm start and the TRL run working with it and its EOS list.
+
+Chapter 6b ("A tokenizer shaped like a real one") keeps the character tokenizer for readable
+samples and says that the sampling, the mask, the rewards, ``grpo_step`` and TRL's run have also
+been run with the BPE one: these tests are that run."""
 
 import pytest
 

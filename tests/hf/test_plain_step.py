@@ -3,7 +3,11 @@
 Both run on copies of one warmed-up model with the same seed: the same samples, rewards and
 advantages, and after one optimizer step the same weights (to float32 rounding), with ragged
 completions, two micro-batches and the gradient-norm clip active. A changed line in either
-(a KL sign, a per-micro-batch normaliser, a missing shift) breaks the equality."""
+(a KL sign, a per-micro-batch normaliser, a missing shift) breaks the equality.
+
+Chapter 6b ("The whole step, written plainly") runs the two steps once on the page (beta 0.04,
+one micro-batch of 8); the cases below repeat it with other micro-batch sizes (8, 5, 12), the
+gradient-norm clip active (0.05) and beta = 0."""
 
 import copy
 

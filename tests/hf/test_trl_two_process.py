@@ -1,7 +1,11 @@
 """TRL's trainer on two CPU processes (torchrun, gloo), beta > 0 and two iterations: each rank's
 loss and gradient and the gathered advantages equal the book's math over the whole batch
 (groups whole across ranks, rewards gathered before the advantages, dapo's num_items_in_batch
-per process), and the reference's model folder, shared by the ranks, is gone afterwards."""
+per process), and the reference's model folder, shared by the ranks, is gone afterwards.
+
+Chapter 6b ("How it scales", two processes on this CPU) states this run and its numbers: the
+ranks' token counts, and the largest differences of each rank's loss, gradient and advantages
+from the book's."""
 
 import json
 import os

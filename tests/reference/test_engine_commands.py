@@ -8,6 +8,10 @@ Issue 36, item 3. Chapter 6b's "How it scales" prints:
   chapter states and what the TRL twin (``gl.engines.TRL_TWIN``) does;
 - TRL's accelerate configs for ZeRO-3 and FSDP2, read by accelerate's own config loader;
 - every ``GRPOConfig`` field the chapters name, looked up in TRL 1.16.0's dataclass.
+
+The chapter's three settled points rest here too: without the two log-prob micro-batch sizes
+``validate_config`` refuses the config, and verl's own ``kl_penalty`` gives ``low_var_kl+`` the
+gradient of TRL's ratio-weighted k3, where ``low_var_kl`` has another.
 """
 
 import dataclasses
