@@ -1,5 +1,11 @@
 """The PPO vs GRPO testbed: hand-written gradients against finite differences, the critic's
-capacity, determinism, the state it holds, and the old names' messages."""
+capacity, determinism, the state it holds, and the old names' messages.
+
+They back two claims of chapter 2's experiment ("Experiment: PPO and GRPO on the same sample
+budget"): its hand-written NumPy gradients agree with finite differences of ``gl.grpo_loss``
+(test_surrogate_gradient_matches_grpo_loss_by_finite_differences and the two tests after it),
+and PPO's linear critic can represent the true value exactly, so it only has to learn it
+(test_critic_can_represent_the_true_value_exactly)."""
 
 import itertools
 import re
