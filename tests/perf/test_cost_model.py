@@ -1,5 +1,9 @@
 """Chapter 7's cost model: hand-worked cases, the ridge crossovers, monotonicity in batch and
-length, and the memory arithmetic (grpo_lab.perf.cost_model, grpo_lab.perf.cost_memory)."""
+length, and the memory arithmetic (grpo_lab.perf.cost_model, grpo_lab.perf.cost_memory).
+
+Backs chapter 7's cost-model and memory sections, which price a 7B step with these plain
+functions: each is worked here by hand on a toy chip and model with round numbers, and the
+Qwen2.5 shapes count to their published sizes."""
 
 import math
 

@@ -1,6 +1,10 @@
 """The Triton kernels equal their references: group_advantages_triton and grpo_loss_triton,
 at several shapes with ragged masks. Without a GPU they run under Triton's interpreter (what CI
-does, TRITON_INTERPRET=1); the shapes stay small so that it stays fast."""
+does, TRITON_INTERPRET=1); the shapes stay small so that it stays fast.
+
+Backs chapter 7's element-wise loss section, which runs grpo_loss_triton the same way, under
+the interpreter on CPU tensors, and compares its loss, gradient and clip fraction with the
+eager loss."""
 
 import os
 
