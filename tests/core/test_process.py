@@ -174,6 +174,8 @@ def test_invariant_to_positive_affine_maps(case, a, c):
 
 @given(hnp.arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(2, 8)), elements=finite))
 def test_one_step_per_completion_is_outcome_supervision(r):
+    """Chapter 8 ("Process supervision") shows K = 1 equal to outcome supervision on one group;
+    here on random groups, for both std conventions and two eps."""
     mask = np.ones(r.shape + (1,), dtype=bool)
     for ddof in (0, 1):
         for eps in (1e-8, 1e-4):

@@ -12,6 +12,9 @@ gl.hf.trl_knobs(trainer.args) with gl.hf.trl_loss and gl.hf.trl_advantages: loss
 gradient to 1e-6 relative to its largest entry where that exceeds 1, advantages to 1e-5. Each
 row must also show that its option acted (trl_matrix.needs: a non-zero KL term, ratios off 1,
 a truncated completion, masked entries, ragged micro-batches, ratios outside the clip).
+
+Chapter 8's "TRL, option by option" shows the record these runs reproduce, and says that each
+run exercised its option: that is the ``needs`` check here.
 """
 
 import functools

@@ -6,6 +6,10 @@ computation of a trainer from its own code (``trainers``) and the grpo_lab funct
 that the knob map says is the same, and requires them equal: to 1e-10 in float64, to float32
 rounding where the trainer itself works in float32 (OpenRLHF's KL). One test item is one
 comparison on one batch.
+
+Chapter 8 rests two statements on these comparisons: "How the map was made" (the three wheels'
+own tensor code run against grpo_lab and the presets on random ragged batches) and "The
+presets, as data" (``gl.presets.default_loss`` gives each trainer's own pipeline's loss).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ one runaway ratio of 5), each test runs the trainer's own function or inline blo
 
 Tolerances: 1e-10 in float64, except where the trainer adds a constant that grpo_lab places
 elsewhere, and then the bound that constant gives (written at each test).
+
+Chapter 8's "The neighbouring methods" says that each row of its table was run against the
+release's own code and that each setting selects the named function: the tests below, and
+``test_each_user_in_the_table_is_a_real_function_that_selects_the_method``.
 """
 
 from __future__ import annotations
