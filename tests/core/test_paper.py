@@ -6,6 +6,9 @@ every plain function with a draw of ordinary inputs and the hardened call it mus
 a plain function without a twin here fails. A second test holds every plain body to ten
 lines and its docstring to the equation and a Symbol table; a third runs the inputs the
 chapters use to break the plain code, so that each guard the pages motivate is still needed.
+
+Chapter 3 shows its three plain KL estimators equal to gl.kl_k1, gl.kl_k2 and gl.kl_k3 on 1000
+tokens of one Gaussian example; TWINS checks the same on random draws.
 """
 
 import ast
@@ -189,6 +192,9 @@ def test_body_lines_counts_what_it_should():
 
 # The inputs the chapters run to break the plain code: each breaks it and not its twin.
 def test_the_inputs_the_chapters_use_break_the_plain_code_only():
+    """Chapter 3's "Tiny and huge gaps" prints the plain k3 of tiny gaps without nbval comparing
+    it (those digits depend on the last bit of exp); the k3 lines below hold its claim that the
+    plain formula loses a gap of 1e-9 and gl.kl_k3 keeps it."""
     with np.errstate(all="ignore"):
         same16 = np.full((1, 4), 0.7, dtype=np.float16)                  # eps underflows
         assert np.isnan(P.group_advantages(same16)).all()

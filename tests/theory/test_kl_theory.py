@@ -1,5 +1,11 @@
 """KL theory: Schulman's closed forms, exact KL gradients of softmaxes, the finite-difference
-gradient table, and the policies a KL-regularised objective converges to."""
+gradient table, and the policies a KL-regularised objective converges to.
+
+They back two claims of chapter 3: the exact gradients of both KLs that "What gradient does
+each estimator give?" compares the estimators with agree with finite differences of the exact
+KL (test_exact_kl_gradients_match_finite_differences), and each policy of the table in "What
+beta does" zeroes its objective's gradient
+(test_regularised_policy_is_a_stationary_point_of_its_objective)."""
 
 import re
 
