@@ -1,5 +1,9 @@
 """grpo_lab.torch gives the NumPy reference's results, on CPU and CUDA, in float64, float32 and
-bfloat16, within the error bounds stated in tests/torch/batches.py."""
+bfloat16, within the error bounds stated in tests/torch/batches.py.
+
+Chapter 6 ("3. Advantages") computes chapter 1's advantages with ``gl.torch.group_advantages``
+and says that ``gl.torch`` mirrors the NumPy functions name for name, with the same results:
+test_group_advantages_match and the tests after it back that claim, function by function."""
 
 import numpy as np
 import pytest
