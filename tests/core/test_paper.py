@@ -8,7 +8,9 @@ lines and its docstring to the equation and a Symbol table; a third runs the inp
 chapters use to break the plain code, so that each guard the pages motivate is still needed.
 
 Chapter 3 shows its three plain KL estimators equal to gl.kl_k1, gl.kl_k2 and gl.kl_k3 on 1000
-tokens of one Gaussian example; TWINS checks the same on random draws.
+tokens of one Gaussian example; TWINS checks the same on random draws. Chapter 5 ("Rule-based
+rewards") shows gl.paper.accuracy_reward and gl.paper.format_reward agreeing with the package on
+two ordinary completions; TWINS checks them on many draws (pair_reward).
 """
 
 import ast
@@ -211,6 +213,20 @@ def test_the_inputs_the_chapters_use_break_the_plain_code_only():
         z = np.array([1000.0, 0.0])                                      # exp overflows
         assert not np.isfinite(P.log_softmax(z)).all()
         assert np.allclose(gl.log_softmax(z), [0.0, -1000.0])
+        # Chapter 5's guards: one failed reward call (NaN) spreads to the whole batch through
+        # the batch-wide step; a reward in units of 1e200 overflows the std and adds nothing.
+        r = np.array([[[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]],
+                      [[-120.0, -300.0, -80.0, -260.0], [-90.0, -150.0, -210.0, -40.0]]])
+        failed = r.copy()
+        failed[1, 0, 1] = np.nan
+        assert np.isnan(P.normalise_then_sum(failed, [2.0, 1.0])).all()
+        with pytest.raises(ValueError, match=r"rewards: expected finite values.*\(1, 0, 1\)"):
+            gl.normalise_then_sum(failed, [2.0, 1.0])
+        huge = r * np.array([1.0, 1e200])[:, None, None]
+        assert np.allclose(P.normalise_then_sum(huge, [2.0, 1.0]),
+                           P.normalise_then_sum(r[:1], [2.0]))                 # the reward is lost
+        assert np.allclose(gl.normalise_then_sum(huge, [2.0, 1.0]),
+                           gl.normalise_then_sum(r, [2.0, 1.0]), rtol=1e-12)
     nested = "<think><think>7+5</think></think><answer>12</answer>"
     assert P.format_reward(nested) == 1.0 and gl.format_reward(nested) == 0.0
     with pytest.raises(ValueError):

@@ -1,5 +1,9 @@
 """Hostile completions (chapter 5): whatever the policy writes, every reward returns 0.0 or
-1.0, quickly, without evaluating the text, and text that only looks right scores 0."""
+1.0, quickly, without evaluating the text, and text that only looks right scores 0.
+
+Chapter 5's "Hostile text" runs a list of such strings once, in the page. Here they and more
+run in a child process with a time limit (a hang fails), with eval, exec, compile and
+__import__ spied on (none may be called), and hypothesis feeds random text to every reward."""
 
 import ast
 import builtins

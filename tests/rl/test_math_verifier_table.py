@@ -7,6 +7,11 @@ math-verify 0.9.0's own extraction order decides what the answer is. The one row
 verifier and the grader disagree is listed in DISAGREE, with the decision behind it; any other
 disagreement fails. ``python -m pytest -n 0 -p no:cacheprovider
 tests/rl/test_math_verifier_table.py -q -s`` prints the counts (recall, false positives).
+
+Chapter 5 ("Recall: the right answers a strict verifier refuses") grades a shorter list of such
+answers in the page; this table, each verdict justified, is the fuller evidence behind its
+claims: the strict verifier is never fooled and refuses what is not a decimal, and math-verify's
+false positives come from its float tolerance.
 """
 
 import pytest

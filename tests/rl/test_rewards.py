@@ -195,7 +195,8 @@ def test_normalise_then_sum_reproduces_trls_normalize_then_sum():
     """TRL's GRPOTrainer, multi_objective_aggregation="normalize_then_sum"
     (trl/trainer/grpo_trainer.py, lines 2710-2720 at f2cd577), written out here in NumPy:
     per reward, (r - group mean) / (group std + 1e-4) with Bessel's std (TRL's nanstd); the
-    weighted sum; then (s - batch mean) / (batch std + 1e-4), Bessel's again."""
+    weighted sum; then (s - batch mean) / (batch std + 1e-4), Bessel's again. Chapter 5
+    ("Combining rewards") says that eps=1e-4, ddof=1 gives TRL's numbers exactly: this backs it."""
     rng = np.random.default_rng(3)
     r = np.stack([rng.integers(0, 2, size=(6, 8)), rng.normal(size=(6, 8)),
                   rng.integers(0, 2, size=(6, 8))]).astype(float)      # (K=3, B=6, G=8)

@@ -109,6 +109,8 @@ def test_chapter_three_shows_the_source_the_table_and_the_gradient_checks(site):
 
 @pytest.mark.site
 def test_chapter_five_shows_the_verifiers_the_hostile_table_and_the_hack(site):
+    """The hack's checked cell asks for the fall of the true accuracy and for its level (below a
+    uniform guess): a check that it "did not rise" would pass this run and a collapse alike."""
     import html as html_lib
 
     page = (site / "chapters" / "05_rewards.html").read_text()
