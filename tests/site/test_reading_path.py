@@ -49,3 +49,55 @@ def test_the_intro_gives_three_paths_for_interview_preparation():
         assert f"**{name}" in section, name
     for chapter in CHAPTERS:
         assert f"chapters/{chapter.name}" in section, chapter.name   # every chapter placed
+
+
+GUARDS = "The package's guards"
+CORE_BREAKS = 2    # plain-code-breaks cells a chapter may keep on its core path (issue 40)
+
+
+def cells_by_section(path):
+    """(section title, cell) for every cell, the title being the last '## ' heading above."""
+    section, out = None, []
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            section = (re.findall(r"^## (.+)$", source, re.M) or [section])[-1]
+        out.append((section, cell["cell_type"], source))
+    return out
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_plain_code_breaking_sits_in_one_guards_section(path):
+    """Issue 40: the hardening detours ("the plain code breaks on X, the package guards it")
+    gathered in one depth section per chapter, "The package's guards", with at most two kept
+    on the core path. A detour cell is one that runs the plain code under np.errstate (it
+    warns, then breaks). Chapter 4 is about low precision, so its detours are its subject."""
+    cells = cells_by_section(path)
+    titles = [s for s, kind, src in cells if kind == "markdown" and f"## {GUARDS}" in src]
+    assert len(titles) <= 1, f"{path.name}: {len(titles)} guards sections"
+    outside = [src.splitlines()[0] for s, kind, src in cells
+               if kind == "code" and "np.errstate" in src and s != GUARDS]
+    if path.stem != "04_low_precision":
+        assert len(outside) <= CORE_BREAKS, f"{path.name}: detours on the core path: {outside}"
+    if titles:
+        opening = next(src for s, kind, src in cells if s == GUARDS and kind == "markdown")
+        assert "*Depth: skip on a first reading.*" in opening, f"{path.name}: guards unmarked"
+        box = BOX.search(markdown_cells(path)[0]).group("body")
+        core, depth = box.split("**Depth, for later:**")
+        assert "#the-package-s-guards" in depth and "#the-package-s-guards" not in core, path
+
+
+# Where a chapter may speak of the book's tests: chapter 9's proof of its checkers (the
+# catalogue of right and wrong answers is the drills' subject there).
+ASIDE = re.compile(r"`tests/|\bCI\b|\bnbval\b|\bpytest\b|\bthe tests? (?:check|show|prove)", re.I)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_test_or_ci_aside_in_the_prose(path):
+    """Issue 40: test and CI asides ("a test greps the chapters", "`tests/x.py` checks it")
+    are noise in a chapter's prose; the fact lives in the docstring of the test that backs it.
+    running.md, which is about the tests, is not a chapter."""
+    found = [m.group(0) + " in: " + src[max(0, m.start() - 60):m.end() + 40].replace("\n", " ")
+             for src in markdown_cells(path) for m in ASIDE.finditer(src)
+             if not (path.stem == "09_interview_drills" and "catalogue" in src)]
+    assert not found, f"{path.name}: {found}"
