@@ -54,7 +54,9 @@ def check_logits(name: str, logits, *, finite: bool = True) -> torch.Tensor:
     return logits
 
 
-def _check_labels(logits, labels):
+def check_labels(logits, labels):
+    """The token ids ``labels`` for ``logits`` (..., V): integer ids of the logits' shape
+    without V, each below V; a ValueError naming ``labels`` otherwise."""
     labels = check_ids("labels", labels, ndim=logits.dim() - 1)
     if tuple(labels.shape) != tuple(logits.shape[:-1]):
         raise ValueError(f"labels: expected shape {tuple(logits.shape[:-1])} (the logits' "
@@ -109,7 +111,7 @@ def token_logprobs(logits, labels, *, temperature: float = 1.0) -> torch.Tensor:
     -0.2395
     """
     z = check_logits("logits", logits)
-    y = _check_labels(z, labels)
+    y = check_labels(z, labels)
     temperature = check_real("temperature", temperature, minimum=0.0, allow_equal=False)
     return token_logprobs_math(z, y, temperature)
 

@@ -26,14 +26,14 @@ __all__ = ["all_finite", "cast_result", "common_dtype", "first_non_finite", "is_
            "is_tensor", "working_dtype"]
 
 
-def _torch():
+def torch_if_imported():
     """The torch module if it has been imported, else None."""
     return sys.modules.get("torch")
 
 
 def is_tensor(x) -> bool:
     """True for a ``torch.Tensor`` (without importing torch)."""
-    return _torch() is not None and isinstance(x, _torch().Tensor)
+    return torch_if_imported() is not None and isinstance(x, torch_if_imported().Tensor)
 
 
 def _ml_dtypes_float(dtype: np.dtype) -> bool:
@@ -63,8 +63,8 @@ def working_dtype(dtype):
     anything narrower: the torch mirror runs as fast as eager float32 code, and never computes
     below float32 (DESIGN: low precision accumulates in float32 or wider).
     """
-    if _torch() is not None and isinstance(dtype, _torch().dtype):
-        return _torch().float64 if dtype == _torch().float64 else _torch().float32
+    if torch_if_imported() is not None and isinstance(dtype, torch_if_imported().dtype):
+        return torch_if_imported().float64 if dtype == torch_if_imported().float64 else torch_if_imported().float32
     dtype = np.dtype(dtype)
     if dtype.kind == "f" and dtype.itemsize > 8:
         return dtype
@@ -78,8 +78,8 @@ def common_dtype(*dtypes):
     pair NumPy cannot promote, bfloat16 with float16, gives float32, the narrowest dtype that
     holds both exactly (torch's own promotion, used for torch dtypes, does the same).
     """
-    if _torch() is not None and isinstance(dtypes[0], _torch().dtype):
-        return functools.reduce(_torch().promote_types, dtypes)
+    if torch_if_imported() is not None and isinstance(dtypes[0], torch_if_imported().dtype):
+        return functools.reduce(torch_if_imported().promote_types, dtypes)
     out = np.dtype(dtypes[0])
     for d in dtypes[1:]:
         try:
@@ -92,7 +92,7 @@ def common_dtype(*dtypes):
 def _finite_elements(x):
     """Elementwise ``isfinite`` of a tensor, or of an array in its working dtype (ml_dtypes)."""
     if is_tensor(x):
-        return _torch().isfinite(x.detach())
+        return torch_if_imported().isfinite(x.detach())
     return np.isfinite(x.astype(working_dtype(x.dtype), copy=False))
 
 
@@ -103,8 +103,8 @@ def all_finite(x) -> bool:
     is a NaN or an inf, is every element looked at. Half precision sums in float32.
     """
     if is_tensor(x):
-        half = x.dtype in (_torch().float16, _torch().bfloat16)
-        total = x.detach().sum(dtype=_torch().float32 if half else x.dtype)
+        half = x.dtype in (torch_if_imported().float16, torch_if_imported().bfloat16)
+        total = x.detach().sum(dtype=torch_if_imported().float32 if half else x.dtype)
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             total = x.sum(dtype=np.float32 if x.dtype.itemsize < 4 else None)

@@ -62,7 +62,7 @@ __all__ = ["SCALE_RANGE", "DynamicScalerRun", "MasterWeightRun", "adam_steps", "
            "update_in"]
 
 
-def _opmath(d: np.dtype):
+def opmath_dtype(d: np.dtype):
     """The dtype an elementwise kernel computes in: float32 for 16-bit floats (PyTorch's
     "opmath" type), the dtype itself for float32 and float64."""
     return np.dtype(np.float64) if d == np.float64 else np.dtype(np.float32)
@@ -164,7 +164,7 @@ def update_in(w, step, dtype) -> np.ndarray:
 
 def update_math(w, step, d):
     """:func:`update_in` on checked float64 arrays and a NumPy dtype."""
-    work = _opmath(d)
+    work = opmath_dtype(d)
     stored = w.astype(d).astype(work)                             # the weight the dtype holds
     with np.errstate(over="ignore"):                              # a sum past the range: inf
         return (stored + step.astype(work)).astype(d).astype(np.float64)   # rounded to dtype

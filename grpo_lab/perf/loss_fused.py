@@ -71,7 +71,7 @@ class Workspace:
         return {name: buf[:n] for name, buf in self.buffers.items()}
 
 
-def _dot(x, y):
+def flat_dot(x, y):
     """sum(x * y) of two same-shape tensors, without the (n, T) product."""
     return torch.dot(x.reshape(-1), y.reshape(-1))
 
@@ -121,7 +121,7 @@ def fused_block(lp, old, ref, a, m, w, grad, ws, eps_low, eps_high, beta, kl):
                 grad.add_(dkl, alpha=beta)
 
     wm = torch.mul(m, w, out=ws["wm"])                               # token weights w m
-    block_loss = _dot(loss, wm)
+    block_loss = flat_dot(loss, wm)
     grad.mul_(wm)
     sums = diagnostic_sums(ratio, lo, hi, per_token_kl, log_ratio, m, ws["scratch"])
     return block_loss, sums

@@ -11,6 +11,7 @@ and names the chapter, the cell and the first differing line.
 import ast
 import difflib
 import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
@@ -80,3 +81,15 @@ def test_stored_show_source_output_matches_the_code(chapter, index, source, stor
                                             "stored in the notebook", "the code now", n=1))
         pytest.fail(f"{chapter} cell {index} ({source.strip()}): the stored listing is "
                     f"stale; re-execute the chapter.\n{diff}")
+
+
+PRIVATE = re.compile(r"(?<![\w.])_[A-Za-z]\w*|(?<=\.)_[A-Za-z]\w*")   # _name or x._name
+
+
+@pytest.mark.parametrize("chapter, index, source, stored", CELLS)
+def test_no_listing_shows_a_private_name(chapter, index, source, stored):
+    """DESIGN: a chapter never shows a private name. A listing that calls a helper with a
+    leading underscore sends the reader to a name the package does not offer; the helper gets
+    a public name and a docstring instead."""
+    found = sorted({m.group(0) for text in stored for m in PRIVATE.finditer(text)})
+    assert not found, f"{chapter}, cell {index}: {found}"
