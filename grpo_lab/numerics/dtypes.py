@@ -33,7 +33,8 @@ def torch_if_imported():
 
 def is_tensor(x) -> bool:
     """True for a ``torch.Tensor`` (without importing torch)."""
-    return torch_if_imported() is not None and isinstance(x, torch_if_imported().Tensor)
+    torch = torch_if_imported()
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _ml_dtypes_float(dtype: np.dtype) -> bool:
@@ -63,8 +64,9 @@ def working_dtype(dtype):
     anything narrower: the torch mirror runs as fast as eager float32 code, and never computes
     below float32 (DESIGN: low precision accumulates in float32 or wider).
     """
-    if torch_if_imported() is not None and isinstance(dtype, torch_if_imported().dtype):
-        return torch_if_imported().float64 if dtype == torch_if_imported().float64 else torch_if_imported().float32
+    torch = torch_if_imported()
+    if torch is not None and isinstance(dtype, torch.dtype):
+        return torch.float64 if dtype == torch.float64 else torch.float32
     dtype = np.dtype(dtype)
     if dtype.kind == "f" and dtype.itemsize > 8:
         return dtype
@@ -78,8 +80,9 @@ def common_dtype(*dtypes):
     pair NumPy cannot promote, bfloat16 with float16, gives float32, the narrowest dtype that
     holds both exactly (torch's own promotion, used for torch dtypes, does the same).
     """
-    if torch_if_imported() is not None and isinstance(dtypes[0], torch_if_imported().dtype):
-        return functools.reduce(torch_if_imported().promote_types, dtypes)
+    torch = torch_if_imported()
+    if torch is not None and isinstance(dtypes[0], torch.dtype):
+        return functools.reduce(torch.promote_types, dtypes)
     out = np.dtype(dtypes[0])
     for d in dtypes[1:]:
         try:
@@ -103,8 +106,9 @@ def all_finite(x) -> bool:
     is a NaN or an inf, is every element looked at. Half precision sums in float32.
     """
     if is_tensor(x):
-        half = x.dtype in (torch_if_imported().float16, torch_if_imported().bfloat16)
-        total = x.detach().sum(dtype=torch_if_imported().float32 if half else x.dtype)
+        torch = torch_if_imported()
+        half = x.dtype in (torch.float16, torch.bfloat16)
+        total = x.detach().sum(dtype=torch.float32 if half else x.dtype)
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             total = x.sum(dtype=np.float32 if x.dtype.itemsize < 4 else None)
