@@ -17,14 +17,14 @@ checks nothing again (``tests/core/test_validate_once.py`` counts the calls).
 from __future__ import annotations
 
 import numbers
-import sys
 
 import numpy as np
 
 # The dtype policy lives in its own module; these names are also importable from here, where
 # the modules that check arguments have always found them.
 from grpo_lab.numerics.dtypes import (cast_result, common_dtype, count_non_finite,
-                                      first_non_finite, is_float_dtype, is_tensor, working_dtype)
+                                      first_non_finite, is_float_dtype, is_tensor,
+                                      torch_if_imported, working_dtype)
 
 __all__ = ["INT_RANGE", "as_array", "as_counts", "as_float_array", "as_mask", "cast_result",
            "check_block_input", "check_choice", "check_finite", "first_non_finite", "check_int", "check_real",
@@ -33,11 +33,6 @@ __all__ = ["INT_RANGE", "as_array", "as_counts", "as_float_array", "as_mask", "c
 
 #: The integers an integer option may hold: those of int64, which NumPy and torch index with.
 INT_RANGE = (-2**63, 2**63 - 1)
-
-
-def _torch():
-    """The torch module if it has been imported, else None."""
-    return sys.modules.get("torch")
 
 
 def _huge(value) -> bool:
@@ -77,7 +72,7 @@ def _row_lengths(x) -> str:
 
 def _tensor_as_array(name: str, x, expected: str) -> np.ndarray:
     """A CPU tensor without grad as an array, exactly (bfloat16 as ml_dtypes' bfloat16)."""
-    torch = _torch()
+    torch = torch_if_imported()
     advice = ("grpo_lab.torch has the same functions on tensors, with autograd and any device; "
               f"for NumPy's, pass {name}.detach().cpu()")
     if x.requires_grad or x.device.type != "cpu":
@@ -126,7 +121,7 @@ def as_array(name: str, x, expected: str = "an array") -> np.ndarray:
 def _result_dtype(name: str, x, shape_doc: str):
     """Floats keep their dtype; ints and bools give float64; anything else is a TypeError."""
     if is_tensor(x):
-        torch = _torch()
+        torch = torch_if_imported()
         if x.is_floating_point():
             return x.dtype
         if x.dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
@@ -277,7 +272,7 @@ def as_mask(name: str, x, shape: tuple | None, shape_doc: str = "", *, backend: 
         raise ValueError(f"{name}: expected only 0 and 1 (or bools), got "
                          f"{_value(arr, where)} at index {where}")
     if tensor:
-        return arr.to(_torch().bool if dtype is None else dtype)
+        return arr.to(torch_if_imported().bool if dtype is None else dtype)
     return values == 1 if values is not arr else arr.copy()
 
 
