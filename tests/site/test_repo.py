@@ -37,6 +37,25 @@ def test_requirements_are_all_pinned():
     assert book and book[0].split("==")[1].startswith("1."), "Jupyter Book is pinned below 2"
 
 
+def test_the_commands_install_the_pinned_versions_with_pinned_tools():
+    """The two commands install torch with pip (pip's settings choose the wheel), then uv
+    installs requirements.txt: every version a command names is requirements.txt's, uv is
+    pinned too, and pip's step takes no dependencies of its own (uv installs the pinned ones)."""
+    full = {ln.split("==")[0].lower(): ln.split("==")[1].strip()
+            for ln in (ROOT / "requirements.txt").read_text().splitlines()
+            if "==" in ln and not ln.startswith("#")}
+    commands = [c for c in readme_commands() if "jupyter-book build" in c or "pytest" in c]
+    assert len(commands) == 2, commands
+    for command in commands:
+        pip_step, uv_step = command.split(" && ")[:2]
+        assert pip_step.startswith("python -m pip install ") and "--no-deps" in pip_step.split()
+        named = dict(w.split("==") for w in pip_step.split() if "==" in w)
+        assert set(named) == {"torch", "uv"}, named
+        assert named["torch"] == full["torch"], (named, full["torch"])
+        assert re.fullmatch(r"\d+\.\d+\.\d+", named["uv"]), named
+        assert uv_step == "python -m uv pip install -r requirements.txt", uv_step
+
+
 def test_the_light_install_pins_what_the_full_one_pins():
     """requirements-light.txt (chapters 1-5 in Jupyter) holds a subset of requirements.txt at
     the same versions, torch and the book's toolchain left out, and installs grpo_lab."""
