@@ -63,8 +63,8 @@ def builds_the_site(item) -> bool:
     return "site" in getattr(item, "fixturenames", ())
 
 
-LONGEST = ("tests/rl/test_default_run.py", "chapters/06_training_loop.ipynb",  # ~1.5 min each
-           "chapters/06c_clinic.ipynb", "tests/hf/test_trl_matrix.py",      # ~1-2 min each
+LONGEST = ("chapters/06_training_loop.ipynb",                    # ~2 min (the 450-step run)
+           "chapters/06c_clinic.ipynb", "tests/hf/test_trl_matrix.py",      # ~1 min each
            "tests/drills/test_checkers_against_catalogue.py")
 BROWSER = "tests/site/test_browser.py"  # the longest unit that reads the site: it builds it
 

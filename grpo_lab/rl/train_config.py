@@ -29,8 +29,8 @@ REWARD_KINDS = ("accuracy", "contains")
 
 @dataclass
 class TrainConfig:
-    """Every setting of a run. The defaults are the command line's full run; chapter 6 runs
-    the same with ``steps=250``."""
+    """Every setting of a run. The defaults are the command line's full run, which chapter 6
+    makes too."""
 
     seed: int = 0
     # task: n_terms numbers from 0 to max_term; held_out of all prompts are never trained on
@@ -47,7 +47,7 @@ class TrainConfig:
     warmup_steps: int = 60
     warmup_batch: int = 64
     warmup_lr: float = 3e-3
-    # GRPO: the command line's full run. Chapter 6 runs 250 of these steps, to build quickly.
+    # GRPO: the command line's full run, and chapter 6's.
     steps: int = 450
     prompts_per_step: int = 32        # B
     group_size: int = 16              # G: completions per prompt
