@@ -437,9 +437,9 @@ A11Y_JS = r"""() => {
 
 # Code blocks (Pygments' spans, about 9,300 on chapter 6b) took most of axe's time: its
 # colour-contrast rule computes every text node's colours (chapter 6b: 10.2 s for all of axe,
-# 4.1 s with the code blocks left out of colour-contrast). Their contrast is checked here instead (CODE_CONTRAST_JS,
-# test_code_meets_wcag_aa_contrast), at both widths, on each distinct style once: axe runs every
-# other rule on them, and colour-contrast on the rest of the page.
+# 4.1 s with the code blocks left out of colour-contrast). Their contrast is checked here
+# instead (CODE_CONTRAST_JS, test_code_meets_wcag_aa_contrast), at both widths, on each
+# distinct style once: axe runs every other rule on them, and colour-contrast on the rest.
 CODE_BLOCKS = "div.highlight"
 
 
