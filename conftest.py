@@ -65,7 +65,8 @@ def builds_the_site(item) -> bool:
 
 LONGEST = ("chapters/06_training_loop.ipynb",                    # ~2 min (the 450-step run)
            "chapters/06c_clinic.ipynb", "tests/hf/test_trl_matrix.py",      # ~1 min each
-           "tests/drills/test_checkers_against_catalogue.py")
+           "tests/drills/test_checkers_against_catalogue.py",
+           "tests/site/test_timeouts.py")  # ~35 s (two builds, a kernel); last, it was the tail
 BROWSER = "tests/site/test_browser.py"  # the longest unit that reads the site: it builds it
 
 
