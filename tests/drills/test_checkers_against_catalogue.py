@@ -200,9 +200,11 @@ def _shape_of_first_call(checker):
 
 @pytest.mark.parametrize("what", sorted(HOSTILE))
 @pytest.mark.parametrize("checker", CHECKER_CASES)
-def test_checkers_never_raise_on_the_readers_bugs(checker, what, capsys):
+def test_checkers_never_raise_on_the_readers_bugs(checker, what, capsys, monkeypatch):
     if what == "a tensor that requires grad" and importlib.util.find_spec("torch") is None:
         pytest.skip("needs torch")
+    if what == "an endless loop":   # it never returns: any limit shows the verdict (0.5 s x 18
+        monkeypatch.setattr(harness, "TIME_LIMIT_S", 0.1)   # checkers, the capstone's 5 s, spun)
     assert getattr(gl.drills, checker)(HOSTILE[what]) is False
     out = capsys.readouterr().out
     assert out.startswith("NOT YET: ") and out.count("\n") == 1, out
