@@ -12,7 +12,8 @@ import pytest
 
 import grpo_lab as gl
 from grpo_lab.drills import harness
-from tests.drills.catalogue import CATALOGUE, Drill, Wrong, prove
+from tests.drills.catalogue import (CATALOGUE, ENDLESS_LOOP, ENDLESS_LOOP_LIMIT_S, Drill,
+                                    Wrong, prove)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKERS = [name for name in gl.drills.__all__ if name.startswith("check_")]
@@ -102,8 +103,8 @@ def test_checker_accepts_the_right_answers(name, index, capsys):
 
 @pytest.mark.parametrize("name, wrong", WRONG_CASES)
 def test_checker_rejects_the_wrong_answer_with_its_hint(name, wrong, capsys, monkeypatch):
-    if wrong.mistake == "an endless loop":     # never returns: a short limit gives the verdict
-        monkeypatch.setattr(harness, "TIME_LIMIT_S", 0.1)
+    if wrong.mistake == ENDLESS_LOOP:
+        monkeypatch.setattr(harness, "TIME_LIMIT_S", ENDLESS_LOOP_LIMIT_S)
     checker = getattr(gl.drills, CATALOGUE[name].checker)
     assert checker(wrong.fn) is False
     out = capsys.readouterr().out
@@ -181,7 +182,7 @@ HOSTILE = {
     "a generator": lambda *a, **k: (x for x in range(3)),
     "an exception": _raises_keyerror,
     "a wrong signature": lambda: 0.0,
-    "an endless loop": _hangs,
+    ENDLESS_LOOP: _hangs,
     "a tensor that requires grad": _requires_grad,
     "SystemExit": lambda *a, **k: sys.exit(3),
     "the input itself": lambda *a, **k: a[0],
@@ -205,8 +206,8 @@ def _shape_of_first_call(checker):
 def test_checkers_never_raise_on_the_readers_bugs(checker, what, capsys, monkeypatch):
     if what == "a tensor that requires grad" and importlib.util.find_spec("torch") is None:
         pytest.skip("needs torch")
-    if what == "an endless loop":   # it never returns: any limit shows the verdict (0.5 s x 18
-        monkeypatch.setattr(harness, "TIME_LIMIT_S", 0.1)   # checkers, the capstone's 5 s, spun)
+    if what == ENDLESS_LOOP:
+        monkeypatch.setattr(harness, "TIME_LIMIT_S", ENDLESS_LOOP_LIMIT_S)
     assert getattr(gl.drills, checker)(HOSTILE[what]) is False
     out = capsys.readouterr().out
     assert out.startswith("NOT YET: ") and out.count("\n") == 1, out

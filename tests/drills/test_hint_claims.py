@@ -25,7 +25,7 @@ import pytest
 import grpo_lab as gl
 from grpo_lab.drills import grading, harness
 from grpo_lab.drills.cases import UNIT_ROUNDOFF, tolerance
-from tests.drills.catalogue import CATALOGUE
+from tests.drills.catalogue import CATALOGUE, ENDLESS_LOOP, ENDLESS_LOOP_LIMIT_S
 
 LOG_MAX32, LOG_TINY32 = float(np.log(np.finfo(np.float32).max)), float(np.log(np.finfo(
     np.float32).tiny))
@@ -366,8 +366,8 @@ def verdicts():
     import torch  # noqa: F401  imported once here, never inside a time-limited call
     saved, found = harness.TIME_LIMIT_S, {}
     try:
-        for name, w in WRONGS:   # an endless loop never returns: a short limit gives its verdict
-            harness.TIME_LIMIT_S = 0.1 if w.mistake == "an endless loop" else 0.5
+        for name, w in WRONGS:
+            harness.TIME_LIMIT_S = ENDLESS_LOOP_LIMIT_S if w.mistake == ENDLESS_LOOP else 0.5
             found[(name, w.mistake)] = _judge(CATALOGUE[name].checker, w.fn)
     finally:
         harness.TIME_LIMIT_S = saved

@@ -42,6 +42,11 @@ CATALOGUE = {d.checker.removeprefix("check_"): d for module in (
     for d in module.DRILLS}
 
 
+#: The catalogued mistake whose function never returns, and the call limit the tests stop it
+#: at: any limit gives its verdict ("did not finish"), so the tests spin as little as they may.
+ENDLESS_LOOP, ENDLESS_LOOP_LIMIT_S = "an endless loop", 0.1
+
+
 def prove(name: str, *, limit_s: float = 1.0) -> Proof:
     """Run drill ``name``'s checker on its whole catalogue (quietly) and tally the verdicts."""
     return _prove(name, CATALOGUE[name], limit_s=limit_s)
