@@ -9,7 +9,9 @@ installed package: readers install the checkers, not the wrong answers that prov
 
 A catalogue is a package whose ``CATALOGUE`` maps a drill's name to an entry with
 ``checker`` (a name in ``gl.drills``), ``chapter``, ``rights`` (functions) and ``wrongs``
-(entries with ``mistake``, ``fn`` and ``hint``, the words its verdict must contain).
+(entries with ``mistake``, ``fn`` and ``hint``, the words its verdict must contain, and
+optionally ``limit_s``: a shorter limit for a function known never to return, whose verdict
+any limit gives).
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def _verdict_of(checker, fn) -> tuple[bool, str]:
 
 def prove(name: str, drill, *, limit_s: float = 1.0) -> Proof:
     """Run drill ``name``'s checker on its catalogue entry ``drill`` (quietly), each call of a
-    catalogued function limited to ``limit_s`` seconds, and tally the verdicts."""
+    catalogued function limited to ``limit_s`` seconds (a wrong answer's own ``limit_s``, where
+    it has a shorter one), and tally the verdicts."""
     from grpo_lab import drills
 
     if importlib.util.find_spec("torch") is not None:
@@ -94,6 +97,8 @@ def prove(name: str, drill, *, limit_s: float = 1.0) -> Proof:
             if not ok:
                 failures.append((f"right answer {getattr(fn, '__name__', fn)}", said))
         for wrong in drill.wrongs:
+            own = getattr(wrong, "limit_s", None)
+            harness.TIME_LIMIT_S = limit_s if own is None else min(own, limit_s)
             ok, said = _verdict_of(checker, wrong.fn)
             hit = not ok and said.startswith("NOT YET: ") and wrong.hint in said
             named += hit

@@ -31,9 +31,10 @@ from grpo_lab.drills.proof import prove as _prove
 from . import (ch01_advantages, ch02_aggregation, ch02_ppo, ch03_kl, ch04_precision,
                ch05_rewards, ch06_training, ch06b_capstone, ch06b_real_model, ch07_performance,
                ch08_process)
-from .entry import Drill, Wrong
+from .entry import ENDLESS_LOOP, ENDLESS_LOOP_LIMIT_S, Drill, Wrong
 
-__all__ = ["CATALOGUE", "Drill", "Proof", "Wrong", "prove"]
+__all__ = ["CATALOGUE", "ENDLESS_LOOP", "ENDLESS_LOOP_LIMIT_S", "Drill", "Proof", "Wrong",
+           "prove"]
 
 #: Every drill, by the checker's name without ``check_``, in the order of the book.
 CATALOGUE = {d.checker.removeprefix("check_"): d for module in (
@@ -41,10 +42,6 @@ CATALOGUE = {d.checker.removeprefix("check_"): d for module in (
     ch06_training, ch06b_real_model, ch06b_capstone, ch07_performance, ch08_process)
     for d in module.DRILLS}
 
-
-#: The catalogued mistake whose function never returns, and the call limit the tests stop it
-#: at: any limit gives its verdict ("did not finish"), so the tests spin as little as they may.
-ENDLESS_LOOP, ENDLESS_LOOP_LIMIT_S = "an endless loop", 0.1
 
 
 def prove(name: str, *, limit_s: float = 1.0) -> Proof:

@@ -6,7 +6,7 @@ import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
 
-from .entry import Drill, Wrong
+from .entry import Drill, Wrong, endless_loop
 
 
 # --- right answers, written the ways people write them -----------------------------------------
@@ -139,7 +139,7 @@ _ADVANTAGES = Drill("check_group_advantages", 1, rights=(
               np.asarray(r, np.float32)), "a rounding away from the rewards"),
     Wrong("float32 arithmetic returned as float64",
           lambda r, eps=1e-8: _adv_float32(r, eps).astype(np.float64), "float32 rounding"),
-    Wrong("an endless loop", _adv_hangs, "did not finish"),
+    endless_loop(_adv_hangs),
     Wrong("the mean tiled over G = 4 columns, hard-coded from the worked example",
           lambda r, eps=1e-8: (r - np.repeat(r.mean(-1, keepdims=True), 4, axis=-1))
           / (r.std(-1, keepdims=True) + eps), "include 4, which no input has"),

@@ -6,7 +6,7 @@ import numpy as np
 
 from grpo_lab.core.gae import gae
 from grpo_lab.core.surrogate import clipped_surrogate_loss
-from .entry import Drill, Wrong
+from .entry import Drill, Wrong, endless_loop
 
 
 # --- chapter 2: GAE, fn(rewards, values, gamma, lam) -> adv -------------------------------------
@@ -120,7 +120,7 @@ _GAE = Drill("check_gae", 2, rights=(
     Wrong("gamma and lam swapped", lambda r, v, g, l: _gae_right(r, v, l, g), "swapped"),
     Wrong("float32 returned as float64",
           lambda r, v, g, l: _gae_float32(r, v, g, l).astype(np.float64), "float32 rounding"),
-    Wrong("an endless loop", _gae_hangs, "did not finish"),
+    endless_loop(_gae_hangs),
 ))
 
 

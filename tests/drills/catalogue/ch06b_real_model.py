@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .entry import Drill, Wrong
+from .entry import Drill, Wrong, endless_loop
 
 
 # --- 1. log-probs with the shift and the mask ---------------------------------------------------
@@ -251,7 +251,7 @@ _LOGPROBS = Drill("check_completion_logprobs", "6b", rights=(
     Wrong("logits -= max in place on the caller's logits", _lp_in_place, "modified its input"),
     Wrong("returns the completion columns only, (N, C)", _lp_completion_only,
           "one log-prob per position of input_ids"),
-    Wrong("an endless loop", _hangs, "did not finish"),
+    endless_loop(_hangs),
 ))
 
 
@@ -440,7 +440,7 @@ _ENTROPY = Drill("check_masked_entropy", "6b", rights=(
     Wrong("a float32 result for float64 logits",
           lambda logits, mask: _ent_right(logits.float(), mask), "the logits' dtype"),
     Wrong("logits.sub_(max) on the caller's logits", _ent_in_place, "modified its input"),
-    Wrong("an endless loop", _hangs, "did not finish"),
+    endless_loop(_hangs),
 ))
 
 
@@ -621,7 +621,7 @@ _ACCUMULATE = Drill("check_accumulated_gradient", "6b", rights=(
     Wrong("the whole batch in one forward", _acc_whole_batch, "rows at once"),
     Wrong("backward on the running total each micro-batch (retain_graph)",
           _acc_running_total_backward, "the gradient is not"),
-    Wrong("an endless loop", _hangs, "did not finish"),
+    endless_loop(_hangs),
 ))
 
 
@@ -742,7 +742,7 @@ _IS_WEIGHT = Drill("check_sequence_is_weight", "6b", rights=(
     Wrong("returns (N, 1)", lambda o, s, m, c: _is_right(o, s, m, c)[:, None],
           "one weight per sequence"),
     Wrong("old_logp.sub_(sampler_logp) in place", _is_in_place, "modified its input"),
-    Wrong("an endless loop", _hangs, "did not finish"),
+    endless_loop(_hangs),
 ))
 
 

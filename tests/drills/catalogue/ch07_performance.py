@@ -6,7 +6,7 @@ import numpy as np
 
 from grpo_lab.core.advantages import group_advantages
 from grpo_lab.core.surrogate import surrogate_grad_logp
-from .entry import Drill, Wrong
+from .entry import Drill, Wrong, endless_loop
 
 
 # --- chapter 7: blocked advantages fn(rewards, block_rows), surrogate gradient ----------------
@@ -146,7 +146,7 @@ _BLOCKED = Drill("check_blocked_advantages", 7, rights=(
         [_blocked(r[:b], b), np.zeros_like(r[b:])]), "rows are exactly 0"),
     Wrong("block_rows ignored: blocks of 256", lambda r, b: _blocked(r, 256) if r.shape[0] > 256
           else _blocked(r, b)[:-1], "returned shape"),
-    Wrong("an endless loop", _blocked_hangs, "did not finish"),
+    endless_loop(_blocked_hangs),
     Wrong("a float64 result for float32 rewards",
           lambda r, b: _blocked(r, b, out_dtype=np.float64), "float32 rewards give float32"),
     Wrong("Bessel's std", lambda r, b: _blocked(r, b, ddof=1), "Bessel's std"),
