@@ -479,15 +479,17 @@ AXE_JS = """async ([sel, options]) => {
 }"""
 
 
-def axe_findings(page) -> list:
+def axe_findings(page, rules=None) -> list:
     """axe-core's violations on the page as it is: (rule, impact, how many nodes, first
-    target). One pass per page and width, every rule on the whole page, but colour-contrast
-    leaves the code blocks to CODE_CONTRAST_JS. axe's script comes with
+    target). One pass per page and width, every rule (or only ``rules``) on the whole page,
+    but colour-contrast leaves the code blocks to CODE_CONTRAST_JS. axe's script comes with
     axe-playwright-python."""
     Axe = pytest.importorskip("axe_playwright_python.sync_playwright").Axe
     # (no preload: axe would fetch each stylesheet's @import itself, resolved against the
     # page, a 404 for the theme's basic.css; only css-orientation-lock needs them)
     options = {"resultTypes": ["violations"], "preload": False}
+    if rules is not None:
+        options["runOnly"] = {"type": "rule", "values": list(rules)}
     page.evaluate(Axe().axe_script)
     found = page.evaluate(AXE_JS, [CODE_BLOCKS, options])
     return [dict(rule=v["id"], impact=v["impact"], nodes=len(v["nodes"]),
@@ -629,14 +631,22 @@ def site_pages(site):
 @pytest.fixture(scope="module")
 def visits(site, server, browser):
     """Open every page cold at both widths (served) and at laptop width from disk; keep what
-    each logged, showed and measured."""
-    report = {}
-    for rel in site_pages(site):
+    each logged, showed and measured. A page that redirects to another page of the site
+    (index.html) is checked for a clean load and where it lands; what it shows there is that
+    page's, checked on that page's own visits."""
+    report, pages = {}, site_pages(site)
+    for rel in pages:
         for mode, width in WIDTHS.items():
             visit = Visit(browser, server, width)
             name = f"{rel.replace('/', '__').removesuffix('.html')}@{mode}"
             try:
                 visit.open(f"{server}/{rel}")
+                landed = urlsplit(visit.page.url).path.lstrip("/")
+                if landed != rel and landed in pages:
+                    report[(rel, mode)] = dict(redirect=landed, console=visit.console_errors,
+                                               failed=visit.failed, external=visit.external,
+                                               screenshot="")
+                    continue
                 received = sum(visit.received.values())
                 state = visit.page.evaluate(PAGE_STATE_JS)
                 langs = visit.page.evaluate(LANGS_JS)
@@ -673,19 +683,22 @@ def visits(site, server, browser):
             visit.close()
         report[(rel, "disk")] = dict(console=visit.console_errors, failed=visit.failed,
                                      external=visit.external, screenshot="")
-    print(f"\nscreenshots of {len(site_pages(site))} pages at {list(WIDTHS)} in {ARTIFACTS}")
+    print(f"\nscreenshots of {len(pages)} pages at {list(WIDTHS)} in {ARTIFACTS}")
     return report
 
 
 def served(visits, mode=None):
+    """The pages visited served (not from disk), each once: a redirect is left to its target."""
     return {key: v for key, v in visits.items()
-            if key[1] != "disk" and (mode is None or key[1] == mode)}
+            if key[1] != "disk" and "redirect" not in v and (mode is None or key[1] == mode)}
 
 
 def test_every_page_loads_cleanly_and_offline(visits):
     pages = {page for page, _ in visits}
     assert {"index.html", "intro.html", "running.html", "search.html"} <= pages
     assert {mode for _, mode in visits} == {*WIDTHS, "disk"}
+    landed = {key: v["redirect"] for key, v in visits.items() if "redirect" in v}
+    assert landed == {("index.html", mode): "intro.html" for mode in WIDTHS}, landed
     bad = {key: {k: v[k] for k in ("console", "failed", "external", "screenshot")}
            for key, v in visits.items() if v["console"] or v["failed"] or v["external"]}
     assert not bad, f"pages with console errors, failed or external requests: {bad}"
@@ -840,7 +853,7 @@ def test_chinese_terms_use_the_shipped_font(visits):
 
 
 def test_cold_visits_stay_light(visits):
-    weights = {page: v["received"] for (page, mode), v in visits.items() if mode == "laptop"}
+    weights = {page: v["received"] for (page, _), v in served(visits, "laptop").items()}
     heaviest = max(weights, key=weights.get)
     print(f"\nheaviest cold visit: {heaviest}, {weights[heaviest]:,} bytes")
     assert not {p: w for p, w in weights.items() if w > PAGE_BYTES}, weights
@@ -1066,7 +1079,7 @@ def test_the_slider_note_meets_wcag_aa_contrast_in_both_modes(browser, server, s
         notes = page.evaluate(NOTE_CONTRAST_JS)
         page.locator(".gl-frames-note").first.scroll_into_view_if_needed()
         shot = visit.screenshot(f"slider_note_{scheme}", full_page=False)
-        axe = [f for f in axe_findings(page) if f["rule"] == "color-contrast"]
+        axe = axe_findings(page, rules=["color-contrast"])       # the whole page, this mode
     finally:
         visit.context.close()
     assert notes, "chapter 1 shows no slider note"
