@@ -47,7 +47,8 @@
    files of their own (``_images/gl-frames``), which a browser caches, instead of base64
    inside the HTML.
 11. The interview deck for Anki: the build writes ``deck/grpo-lab-deck.apkg`` (chapter 9's
-   cards, English and 中文, :mod:`grpo_lab.deck.anki`), which chapter 9 links to.
+   cards, English and 中文, :mod:`grpo_lab.deck.anki`), which chapter 9 links to (a book
+   none of whose pages links to it gets none).
 13. A printed line stays one line: a kernel under load may flush one ``print`` in two stream
    messages, and myst-nb's merge (``coalesce_streams``) ends every piece with a newline, so
    ``ratio is 1 ...: True`` once reached the page as two lines. The pieces of a stream are
@@ -558,11 +559,16 @@ APKG = "deck/grpo-lab-deck.apkg"
 
 
 def write_anki_deck(app, exception) -> None:
+    """Write the deck where a page of the build offers it (chapter 9 links it; a book without
+    that page, such as the test builds' one-notebook books, does not pay for the deck)."""
     if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    if not any(APKG in page.read_text(encoding="utf-8") for page in site_pages(outdir)):
         return
     from grpo_lab.deck.anki import build_apkg
 
-    build_apkg(Path(app.outdir) / APKG)
+    build_apkg(outdir / APKG)
 
 
 # --- 12. the cheat sheet's questions from the deck ---------------------------------------------
