@@ -43,7 +43,6 @@ CATALOGUE = {d.checker.removeprefix("check_"): d for module in (
     for d in module.DRILLS}
 
 
-
 def prove(name: str, *, limit_s: float = 1.0) -> Proof:
     """Run drill ``name``'s checker on its whole catalogue (quietly) and tally the verdicts."""
     return _prove(name, CATALOGUE[name], limit_s=limit_s)
