@@ -461,6 +461,21 @@ def test_search_text_keeps_the_text_and_the_anchors():
                         '<section id="b">More.</section></section></div>')
 
 
+def test_search_text_of_the_article_alone_as_its_text_reads():
+    """The article, not the page's other parts; whitespace between tags as one newline or one
+    space (textContent keeps it, but not its length), kept whole inside pre; a void element
+    with an id kept, a comment kept, text escaped, an end tag without a start tag ignored."""
+    ext = grpo_site_extension()
+    html = ('<main role="main"><div>header words</div><article class="bd-article">\n   \n'
+            '<section id="s"> <p>a &lt; b &amp; c</p></span>\t<pre>  x\n   y  </pre>'
+            '<img id="fig" src="f.png"><br><!-- kept --><span class="math">\\(\\beta\\)'
+            '</span></section>\n</article><footer>footer words</footer></main>')
+    skeleton = ext.page_text_skeleton(html)
+    assert skeleton == ('<div role="main">\n<section id="s"> a &lt; b &amp; c   x\n   y  '
+                        '<img id="fig"/><!-- kept -->β</section>\n</div>')
+    assert ext.page_text_skeleton("<p>no main content</p>") == ""
+
+
 def test_a_print_flushed_in_two_pieces_stays_one_line():
     """Under load the kernel once sent 'ratio ...:' and ' True' as two stream messages, and
     myst-nb's merge put a newline between them; the extension joins the pieces exactly."""
