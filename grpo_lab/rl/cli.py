@@ -152,6 +152,14 @@ def _check_config(parser, args: dict) -> TrainConfig:
     return config
 
 
+def _in_import_lock_callback(frame) -> bool:
+    """Whether ``frame`` is importlib's module-lock callback (a weakref callback, run as a
+    lazy import inside torch finishes): an exception raised there cannot propagate."""
+    code = getattr(frame, "f_code", None)
+    return (code is not None and code.co_name == "cb"
+            and code.co_filename.startswith("<frozen importlib"))
+
+
 class _CtrlC:
     """Ctrl-C, held while a file is written: the interrupt comes right after the write.
 
@@ -169,8 +177,10 @@ class _CtrlC:
         self.requested = True            # asked before every step, in case a library ate it
         if self.holding:
             self.pending = True
-        else:
+        elif not _in_import_lock_callback(frame):
             raise KeyboardInterrupt
+        # else: raised there it would be lost all the same, and Python would print it as an
+        # "Exception ignored in" traceback; the flag stops the loop at its next step
 
     @contextlib.contextmanager
     def held(self):
